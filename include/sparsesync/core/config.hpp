@@ -1,0 +1,19 @@
+// Build configuration shared by host and device code.
+#pragma once
+
+#define SPARSESYNC_VERSION_MAJOR 0
+#define SPARSESYNC_VERSION_MINOR 1
+#define SPARSESYNC_VERSION_PATCH 0
+
+// One macro makes codec helpers callable from CUDA kernels when compiled by nvcc and plain inline
+// functions otherwise, so the host codec (the specification) and the device codec share arithmetic.
+#if defined(__CUDACC__)
+#define SPARSESYNC_HD __host__ __device__ __forceinline__
+#else
+#define SPARSESYNC_HD inline
+#endif
+
+// Kernels and device helpers live in a versioned inline namespace: two shared libraries built with
+// different sparsesync versions cannot silently pick up each other's weak kernel symbols.
+#define SPARSESYNC_NS_BEGIN namespace sparsesync { inline namespace v0_1 {
+#define SPARSESYNC_NS_END } }

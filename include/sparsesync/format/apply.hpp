@@ -1,0 +1,206 @@
+// Host decoder and atomic apply. A version is staged bucket by bucket (each bucket's base and target
+// checksums verified against the receiver's own memory) and written only once every bucket has passed:
+// a damaged or mismatched patch leaves the model untouched.
+#pragma once
+
+#include <sparsesync/codec/registry.hpp>
+#include <sparsesync/format/bucket_reader.hpp>
+#include <sparsesync/format/model_access.hpp>
+#include <sparsesync/format/patch_reader.hpp>
+
+#include <optional>
+
+SPARSESYNC_NS_BEGIN
+
+struct apply_options {
+  // When set, the receiver vouches that this is the content checksum of its current model (for example the
+  // target checksum of the last version it verified). The base is then proven by comparing this value with
+  // the patch's, and no bucket is reread in full: only changed elements are touched.
+  std::optional<std::uint64_t> known_base_checksum;
+};
+
+struct apply_report {
+  std::uint64_t buckets = 0;
+  std::uint64_t numel = 0;
+  std::uint64_t changed = 0;
+  std::uint64_t base_checksum = 0;
+  std::uint64_t target_checksum = 0;
+  std::uint64_t base_version = 0;
+  std::uint64_t target_version = 0;
+};
+
+struct staged_change {
+  std::uint32_t tensor;
+  std::uint32_t bits;
+  std::uint64_t offset;
+};
+
+// Stages one version against the receiver's current tensors; see the file comment.
+class staged_patch {
+ public:
+  staged_patch(const model_layout& layout, std::span<const const_tensor_view> current, apply_options opt = {})
+      : layout_(layout), current_(current), opt_(opt), tiling_(layout) {}
+
+  // Validates, verifies and stages the bucket frame at the start of `frame`; `consumed` gets its length.
+  status add_bucket(std::span<const unsigned char> frame, std::size_t& consumed) {
+    bucket_view b;
+    if (auto s = parse_bucket(frame, b); !s) return s.prefix("bucket " + std::to_string(buckets_));
+    if (b.header.index != buckets_)
+      return {errc::malformed, "bucket " + std::to_string(buckets_) + ": header says index " + std::to_string(b.header.index)};
+    if (auto s = tiling_.add(b); !s) return s.prefix("bucket " + std::to_string(buckets_));
+    const std::size_t staged_before = changes_.size();
+    if (auto s = stage(b); !s) {
+      changes_.resize(staged_before);  // a failed bucket leaves nothing staged
+      return s.prefix("bucket " + std::to_string(buckets_));
+    }
+    consumed = b.frame_bytes;
+    ++buckets_;
+    return {};
+  }
+
+  // Checks completeness and the whole-model checksums of the header.
+  status finish(const patch_header& h) {
+    if (auto s = tiling_.finish(); !s) return s;
+    if (buckets_ != h.bucket_count) return {errc::malformed, "bucket count differs from the header's"};
+    if (numel_ != h.numel) return {errc::malformed, "buckets cover a different element count than the header's"};
+    if (base_sum_ != h.base_checksum) return {errc::malformed, "bucket base checksums do not add up to the patch's"};
+    if (target_sum_ != h.target_checksum) return {errc::malformed, "bucket target checksums do not add up to the patch's"};
+    if (opt_.known_base_checksum && *opt_.known_base_checksum != h.base_checksum)
+      return {errc::base_mismatch, "the receiver's model is not the patch's base (whole-model checksum differs)"};
+    finished_ = true;
+    return {};
+  }
+
+  // Writes the staged changes into `model` (which must be the tensors that were `current`).
+  void commit(std::span<const tensor_view> model) const {
+    for (const auto& c : changes_) {
+      const auto& v = model[c.tensor];
+      switch (size_of(v.dtype)) {
+        case 1: static_cast<std::uint8_t*>(v.data)[c.offset] = static_cast<std::uint8_t>(c.bits); break;
+        case 2: static_cast<std::uint16_t*>(v.data)[c.offset] = static_cast<std::uint16_t>(c.bits); break;
+        default: static_cast<std::uint32_t*>(v.data)[c.offset] = c.bits; break;
+      }
+    }
+  }
+
+  [[nodiscard]] bool finished() const { return finished_; }
+  [[nodiscard]] std::uint64_t changed() const { return changes_.size(); }
+  [[nodiscard]] std::uint64_t numel() const { return numel_; }
+  [[nodiscard]] std::uint32_t buckets() const { return buckets_; }
+  [[nodiscard]] std::uint64_t base_checksum() const { return base_sum_; }
+  [[nodiscard]] std::uint64_t target_checksum() const { return target_sum_; }
+  [[nodiscard]] const std::vector<staged_change>& changes() const { return changes_; }
+
+ private:
+  status stage(const bucket_view& b) {
+    status result;
+    const bool known = visit_encoder(b.header.encoder, [&]<class E>(E) {
+      result = visit_word(b.header.dtype, [&]<class W>() { return stage_with<E, W>(b); });
+    });
+    if (!known) return {errc::malformed, "unknown encoder"};
+    return result;
+  }
+
+  template <class E, element_word W>
+  status stage_with(const bucket_view& b) {
+    const auto& h = b.header;
+    const auto starts = detail::segment_starts(b.segments);
+    const std::uint64_t chunk = std::uint64_t{1} << h.log2_chunk;
+    std::uint64_t actual_base = 0;
+    if (!opt_.known_base_checksum) {
+      detail::for_each_run(layout_, b.segments, starts, 0, h.numel, [&](const detail::bucket_run& r) {
+        actual_base += content_checksum(detail::word_ptr<W>(current_[r.tensor]) + r.tensor_offset, r.count, r.flat_index);
+      });
+      if (actual_base != h.base_checksum) return {errc::base_mismatch, "the receiver's weights are not the patch's base"};
+    }
+    std::uint64_t delta = 0;
+    std::vector<std::uint32_t> positions;
+    std::vector<W> values;
+    for (std::uint32_t c = 0; c < h.chunk_count; ++c) {
+      const auto& ce = b.chunks[c];
+      const std::uint64_t first = std::uint64_t{c} * chunk;
+      chunk_context<W> ctx;
+      ctx.numel = static_cast<std::uint32_t>(std::min(chunk, h.numel - first));
+      ctx.changes = ce.changes;
+      ctx.mode = h.mode;
+      std::vector<W> chunk_base;
+      if constexpr (E::needs_base) {
+        detail::for_each_run(layout_, b.segments, starts, first, ctx.numel, [&](const detail::bucket_run& r) {
+          const W* p = detail::word_ptr<W>(current_[r.tensor]) + r.tensor_offset;
+          chunk_base.insert(chunk_base.end(), p, p + r.count);
+        });
+        ctx.base = chunk_base;
+      }
+      const auto data = b.data.subspan(b.chunk_offsets[c], ce.data_bytes);
+      if (auto s = E::template decode<W>(data, ctx, positions, values); !s) return s.prefix("chunk " + std::to_string(c));
+      if (positions.size() != ce.changes || values.size() != ce.changes)
+        return {errc::malformed, "chunk " + std::to_string(c) + ": decoder returned the wrong change count"};
+      std::size_t i = 0;
+      status bad;
+      detail::for_each_run(layout_, b.segments, starts, first, ctx.numel, [&](const detail::bucket_run& r) {
+        const W* cur = detail::word_ptr<W>(current_[r.tensor]) + r.tensor_offset;
+        const std::uint64_t run_first = r.bucket_first - first;
+        for (; i < positions.size() && positions[i] < run_first + r.count; ++i) {
+          const std::uint64_t k = positions[i] - run_first;
+          const W old_bits = cur[k];
+          const W new_bits = decode_value<W>(h.mode, old_bits, values[i]);
+          if (new_bits == old_bits && bad.ok())
+            bad = {errc::non_canonical, "chunk " + std::to_string(c) + ": change " + std::to_string(i) + " leaves its element unchanged"};
+          delta += element_hash(r.flat_index + k, new_bits) - element_hash(r.flat_index + k, old_bits);
+          changes_.push_back({r.tensor, new_bits, r.tensor_offset + k});
+        }
+      });
+      if (!bad) return bad;
+    }
+    const std::uint64_t base = opt_.known_base_checksum ? h.base_checksum : actual_base;
+    if (base + delta != h.target_checksum) return {errc::target_mismatch, "the rebuilt weights differ from the sender's"};
+    numel_ += h.numel;
+    base_sum_ += h.base_checksum;
+    target_sum_ += h.target_checksum;
+    return {};
+  }
+
+  const model_layout& layout_;
+  std::span<const const_tensor_view> current_;
+  apply_options opt_;
+  tiling_check tiling_;
+  std::vector<staged_change> changes_;
+  std::uint32_t buckets_ = 0;
+  std::uint64_t numel_ = 0, base_sum_ = 0, target_sum_ = 0;
+  bool finished_ = false;
+};
+
+// Applies a whole patch to `model` in place, atomically: on any error the model is left untouched.
+inline status try_apply_patch(std::span<const unsigned char> patch, const model_layout& layout, std::span<const tensor_view> model,
+                              const apply_options& opt = {}, apply_report* report = nullptr) {
+  patch_prologue pro;
+  if (auto s = parse_patch_prologue(patch, pro); !s) return s;
+  if (pro.header.layout_hash != layout.hash())
+    return {errc::layout_mismatch, "the patch was made for another model layout (names, dtypes or shapes differ)"};
+  if (auto s = check_views(layout, model, "model"); !s) return s;
+  std::vector<const_tensor_view> current(model.begin(), model.end());
+  staged_patch staged(layout, current, opt);
+  std::size_t pos = pro.bytes;
+  for (std::uint32_t b = 0; b < pro.header.bucket_count; ++b) {
+    std::size_t used = 0;
+    if (auto s = staged.add_bucket(patch.subspan(pos), used); !s) return s;
+    pos += used;
+  }
+  if (pos != patch.size()) return {errc::malformed, "trailing bytes after the last bucket"};
+  if (auto s = staged.finish(pro.header); !s) return s;
+  staged.commit(model);
+  if (report) {
+    *report = {staged.buckets(), staged.numel(), staged.changed(), staged.base_checksum(), staged.target_checksum(),
+               pro.header.base_version, pro.header.target_version};
+  }
+  return {};
+}
+
+inline apply_report apply_patch(std::span<const unsigned char> patch, const model_layout& layout, std::span<const tensor_view> model,
+                                const apply_options& opt = {}) {
+  apply_report r;
+  throw_if_error(try_apply_patch(patch, layout, model, opt, &r));
+  return r;
+}
+
+SPARSESYNC_NS_END
