@@ -16,6 +16,7 @@ template <class... Es>
 struct best_of {
   static_assert((check_encoder<Es> && ...));
   static_assert(sizeof...(Es) > 0, "sparsesync: best_of needs at least one encoder");
+  static constexpr std::string_view name = "auto";
 };
 
 // The `auto` choice of the CLI: every built-in encoder.

@@ -34,6 +34,8 @@ inline status parse_patch_prologue(std::span<const unsigned char> in, patch_prol
   }
   if (h.metadata_bytes > in.size() - pos) return {errc::truncated, "metadata section"};
   out.metadata = in.subspan(pos, h.metadata_bytes);
+  const std::uint64_t metadata_sum = h.metadata_bytes ? stream_hash(out.metadata.data(), out.metadata.size(), 0) : 0;
+  if (metadata_sum != h.metadata_checksum) return {errc::payload_checksum, "metadata section altered"};
   pos += h.metadata_bytes;
   out.bytes = pos;
   return {};

@@ -44,6 +44,7 @@ status try_encode_patch(const model_layout& layout, std::span<const const_tensor
   h.numel = layout.numel();
   h.layout_bytes = static_cast<std::uint32_t>(layout_bytes.size());
   h.metadata_bytes = static_cast<std::uint32_t>(opt.metadata.size());
+  h.metadata_checksum = opt.metadata.empty() ? 0 : stream_hash(opt.metadata.data(), opt.metadata.size(), 0);
   for (std::size_t b = 0; b < plans.size(); ++b) {
     const auto [base_sum, target_sum] =
         encode_bucket<Sel>(layout, plans[b], static_cast<std::uint32_t>(b), base, target, opt.encode, out);

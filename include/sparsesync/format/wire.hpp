@@ -16,7 +16,7 @@ SPARSESYNC_NS_BEGIN
 inline constexpr std::uint16_t format_version = 1;
 inline constexpr std::uint32_t patch_magic = 0x54505353;   // "SSPT"
 inline constexpr std::uint32_t bucket_magic = 0x4B425353;  // "SSBK"
-inline constexpr std::size_t patch_header_bytes = 80;
+inline constexpr std::size_t patch_header_bytes = 88;
 inline constexpr std::size_t bucket_header_bytes = 80;
 inline constexpr std::size_t segment_entry_bytes = 24;
 inline constexpr std::size_t chunk_entry_bytes = 8;
@@ -40,6 +40,7 @@ struct patch_header {
   std::uint64_t target_checksum = 0;   // content checksum of the whole target model
   std::uint32_t layout_bytes = 0;      // length of the layout section (0 without flag_layout_section)
   std::uint32_t metadata_bytes = 0;    // length of the metadata section (0 without flag_metadata_section)
+  std::uint64_t metadata_checksum = 0; // XXH64 of the metadata section, seed 0 (0 when there is none)
 };
 
 struct bucket_header {
@@ -84,7 +85,8 @@ inline void write_patch_header(unsigned char* p, const patch_header& h) {
   store_le<std::uint64_t>(p + 56, h.target_checksum);
   store_le<std::uint32_t>(p + 64, h.layout_bytes);
   store_le<std::uint32_t>(p + 68, h.metadata_bytes);
-  store_le<std::uint64_t>(p + 72, stream_hash(p, 72, 0));
+  store_le<std::uint64_t>(p + 72, h.metadata_checksum);
+  store_le<std::uint64_t>(p + 80, stream_hash(p, 80, 0));
 }
 
 inline status read_patch_header(std::span<const unsigned char> in, patch_header& h) {
@@ -95,7 +97,7 @@ inline status read_patch_header(std::span<const unsigned char> in, patch_header&
   if (version != format_version)
     return {errc::unsupported_version, "patch format version " + std::to_string(version) + ", this build reads version 1"};
   if (load_le<std::uint16_t>(p + 6) != patch_header_bytes) return {errc::malformed, "patch header length"};
-  if (load_le<std::uint64_t>(p + 72) != stream_hash(p, 72, 0)) return {errc::header_checksum, "patch header"};
+  if (load_le<std::uint64_t>(p + 80) != stream_hash(p, 80, 0)) return {errc::header_checksum, "patch header"};
   h.flags = load_le<std::uint32_t>(p + 8);
   h.bucket_count = load_le<std::uint32_t>(p + 12);
   h.layout_hash = load_le<std::uint64_t>(p + 16);
@@ -106,6 +108,7 @@ inline status read_patch_header(std::span<const unsigned char> in, patch_header&
   h.target_checksum = load_le<std::uint64_t>(p + 56);
   h.layout_bytes = load_le<std::uint32_t>(p + 64);
   h.metadata_bytes = load_le<std::uint32_t>(p + 68);
+  h.metadata_checksum = load_le<std::uint64_t>(p + 72);
   if (h.flags & ~known_flags) return {errc::unsupported_version, "patch uses unknown flags " + std::to_string(h.flags)};
   if (!(h.flags & flag_layout_section) && h.layout_bytes != 0) return {errc::malformed, "layout length without a layout section"};
   if (!(h.flags & flag_metadata_section) && h.metadata_bytes != 0) return {errc::malformed, "metadata length without a metadata section"};

@@ -1,0 +1,63 @@
+#include <doctest/doctest.h>
+#include <sparsesync/core/hash.hpp>
+#include <sparsesync/core/layout.hpp>
+#include <sparsesync/core/little_endian.hpp>
+
+#include <random>
+
+using namespace sparsesync;
+
+TEST_CASE("element_hash equals XXH3_64bits of the 16-byte record") {
+  std::mt19937_64 rng(7);
+  for (int i = 0; i < 10000; ++i) {
+    const std::uint64_t index = (i < 100) ? static_cast<std::uint64_t>(i) : rng();
+    const std::uint64_t bits = (i % 3 == 0) ? rng() & 0xFFFF : rng() & 0xFFFFFFFF;
+    unsigned char rec[16];
+    detail::store_le(rec, index);
+    detail::store_le(rec + 8, bits);
+    REQUIRE(element_hash(index, bits) == XXH3_64bits(rec, 16));
+  }
+}
+
+TEST_CASE("content checksum is additive and updates from changed elements alone") {
+  std::vector<std::uint16_t> a(1000), b;
+  std::mt19937 rng(1);
+  for (auto& x : a) x = static_cast<std::uint16_t>(rng());
+  b = a;
+  b[17] ^= 1;
+  b[999] ^= 0x8000;
+  const auto ha = content_checksum(a.data(), a.size(), 5000);
+  const auto hb = content_checksum(b.data(), b.size(), 5000);
+  CHECK(ha != hb);
+  const auto updated = ha - element_hash(5017, a[17]) + element_hash(5017, b[17]) - element_hash(5999, a[999]) + element_hash(5999, b[999]);
+  CHECK(updated == hb);
+  // Split anywhere: the sum of the parts is the whole.
+  CHECK(content_checksum(a.data(), 400, 5000) + content_checksum(a.data() + 400, 600, 5400) == ha);
+  // The index matters: the same bits at other positions hash differently.
+  CHECK(content_checksum(a.data(), a.size(), 0) != ha);
+}
+
+TEST_CASE("layout hash covers names, dtypes, shapes and order; serialization round-trips") {
+  model_layout a({{"w", dtype::bf16, {4, 8}}, {"b", dtype::f32, {8}}});
+  model_layout renamed({{"w2", dtype::bf16, {4, 8}}, {"b", dtype::f32, {8}}});
+  model_layout retyped({{"w", dtype::f16, {4, 8}}, {"b", dtype::f32, {8}}});
+  model_layout reshaped({{"w", dtype::bf16, {8, 4}}, {"b", dtype::f32, {8}}});
+  model_layout reordered({{"b", dtype::f32, {8}}, {"w", dtype::bf16, {4, 8}}});
+  CHECK(a.hash() != renamed.hash());
+  CHECK(a.hash() != retyped.hash());
+  CHECK(a.hash() != reshaped.hash());
+  CHECK(a.hash() != reordered.hash());
+  const auto bytes = a.serialize();
+  model_layout back;
+  std::size_t used = 0;
+  REQUIRE(model_layout::parse(bytes, back, used).ok());
+  CHECK(used == bytes.size());
+  CHECK(back.hash() == a.hash());
+  CHECK(back.numel() == 40);
+  CHECK(back.first_element(1) == 32);
+  // Every truncation is refused without a crash.
+  for (std::size_t n = 0; n < bytes.size(); ++n) {
+    model_layout x;
+    CHECK_FALSE(model_layout::parse(std::span(bytes).first(n), x, used).ok());
+  }
+}

@@ -1,0 +1,187 @@
+// Damaged, truncated, lying and mismatched payloads are refused with a clear error and the model untouched.
+#include "test_models.hpp"
+
+#include <doctest/doctest.h>
+
+#include <random>
+
+using namespace sparsesync;
+using namespace sparsesync::test;
+
+namespace {
+
+struct fixture {
+  host_model base{model_layout({{"w", dtype::bf16, {300, 70}}, {"b", dtype::bf16, {70}}, {"s", dtype::f32, {50}}})};
+  host_model target = base;
+  fixture() {
+    fill_random(base, 1);
+    target = base;
+    perturb_ulp(target, 0.03, 2);
+  }
+};
+
+status apply_copy(const host_model& base, std::span<const unsigned char> patch, bool& untouched) {
+  host_model rx = base;
+  auto v = rx.mutable_views();
+  const auto s = try_apply_patch(patch, rx.layout, v);
+  untouched = rx == base;
+  return s;
+}
+
+template <class E>
+void flip_every_bit_region(const fixture& f, value_mode mode) {
+  const auto patch = make_patch<E>(f.base, f.target, mode, 10, fixed_bytes{8192});
+  std::mt19937_64 rng(9);
+  // Every bit of the first 400 bytes (headers and tables), then random bits everywhere.
+  std::vector<std::size_t> bits;
+  for (std::size_t i = 0; i < std::min<std::size_t>(400 * 8, patch.size() * 8); ++i) bits.push_back(i);
+  for (int i = 0; i < 3000; ++i) bits.push_back(rng() % (patch.size() * 8));
+  for (auto bit : bits) {
+    auto bad = patch;
+    bad[bit / 8] ^= static_cast<unsigned char>(1u << (bit % 8));
+    bool untouched = false;
+    const auto s = apply_copy(f.base, bad, untouched);
+    INFO("encoder ", E::name, " flipped bit ", bit, " of ", patch.size() * 8);
+    REQUIRE_FALSE(s.ok());
+    REQUIRE(untouched);
+    REQUIRE_FALSE(s.message().empty());
+  }
+}
+
+// Rewrites a header field and fixes its checksum, as a buggy or hostile sender would.
+void patch_bucket_field(std::vector<unsigned char>& p, std::size_t bucket_at, std::size_t offset, std::uint64_t value, unsigned width) {
+  for (unsigned i = 0; i < width; ++i) p[bucket_at + offset + i] = static_cast<unsigned char>(value >> (8 * i));
+  detail::store_le<std::uint64_t>(p.data() + bucket_at + 72, stream_hash(p.data() + bucket_at, 72, 0));
+}
+
+std::size_t first_bucket_offset(std::span<const unsigned char> p) {
+  patch_prologue pro;
+  REQUIRE(parse_patch_prologue(p, pro).ok());
+  return pro.bytes;
+}
+
+}  // namespace
+
+TEST_CASE("single bit flips anywhere are refused, model untouched") {
+  fixture f;
+  flip_every_bit_region<raw_index32>(f, value_mode::absolute);
+  flip_every_bit_region<bitmap>(f, value_mode::ulp);
+  flip_every_bit_region<delta_varint>(f, value_mode::ulp);
+  flip_every_bit_region<rice>(f, value_mode::ulp);
+  flip_every_bit_region<rice>(f, value_mode::absolute);
+}
+
+TEST_CASE("every truncation and any trailing garbage are refused") {
+  fixture f;
+  const auto patch = make_patch<auto_encoder>(f.base, f.target, value_mode::ulp, 10, fixed_bytes{8192});
+  for (std::size_t n = 0; n < patch.size(); n += (n < 600 ? 1 : 97)) {
+    bool untouched = false;
+    const auto s = apply_copy(f.base, std::span(patch).first(n), untouched);
+    REQUIRE_FALSE(s.ok());
+    REQUIRE(untouched);
+  }
+  auto longer = patch;
+  longer.push_back(0);
+  bool untouched = false;
+  CHECK(apply_copy(f.base, longer, untouched).code() == errc::malformed);
+  CHECK(untouched);
+}
+
+TEST_CASE("wrong base, wrong layout, and a patch applied twice are refused") {
+  fixture f;
+  const auto patch = make_patch<delta_varint>(f.base, f.target, value_mode::ulp);
+  bool untouched = false;
+  // Applying to the target (a second time) is a base mismatch.
+  CHECK(apply_copy(f.target, patch, untouched).code() == errc::base_mismatch);
+  CHECK(untouched);
+  // One element of the base differs.
+  host_model other = f.base;
+  other.set(2, 7, other.get(2, 7) ^ 1);
+  CHECK(apply_copy(other, patch, untouched).code() == errc::base_mismatch);
+  CHECK(untouched);
+  // Same sizes, another name.
+  host_model renamed(model_layout({{"w", dtype::bf16, {300, 70}}, {"bias", dtype::bf16, {70}}, {"s", dtype::f32, {50}}}));
+  renamed.tensors = f.base.tensors;
+  CHECK(apply_copy(renamed, patch, untouched).code() == errc::layout_mismatch);
+  CHECK(untouched);
+  // A receiver that vouches for a wrong whole-model checksum.
+  host_model rx = f.base;
+  auto v = rx.mutable_views();
+  apply_options opt;
+  opt.known_base_checksum = 12345;
+  CHECK(try_apply_patch(patch, rx.layout, v, opt).code() == errc::base_mismatch);
+  CHECK(rx == f.base);
+}
+
+TEST_CASE("lying counts, sizes and indices with valid checksums are refused") {
+  fixture f;
+  const auto patch = make_patch<raw_index32>(f.base, f.target, value_mode::absolute, 10, fixed_bytes{1 << 20});
+  const std::size_t at = first_bucket_offset(patch);
+  bucket_view view;
+  REQUIRE(parse_bucket(std::span(patch).subspan(at), view).ok());
+  struct lie {
+    const char* what;
+    std::size_t offset;
+    std::uint64_t value;
+    unsigned width;
+  };
+  const lie lies[] = {
+      {"segment count", 12, 1000000, 4},       {"segment count zero", 12, 0, 4},
+      {"numel", 16, view.header.numel + 1, 8}, {"numel huge", 16, ~0ull, 8},
+      {"changed", 24, view.header.changed + 1, 8}, {"chunk count", 32, view.header.chunk_count + 1, 4},
+      {"data bytes", 40, view.header.data_bytes + 1, 8}, {"data bytes huge", 40, ~0ull >> 1, 8},
+      {"encoder", 8, 9, 1},                    {"encoder swapped", 8, 3, 1},
+      {"value mode", 9, 7, 1},                 {"dtype", 10, 3, 1},
+      {"log2 chunk", 11, 30, 1},               {"log2 chunk other", 11, 11, 1},
+      {"bucket index", 4, 5, 4},               {"reserved", 36, 1, 4},
+      {"base checksum", 48, 1, 8},             {"target checksum", 56, 1, 8},
+  };
+  for (const auto& l : lies) {
+    auto bad = patch;
+    patch_bucket_field(bad, at, l.offset, l.value, l.width);
+    bool untouched = false;
+    const auto s = apply_copy(f.base, bad, untouched);
+    INFO(l.what, ": ", s.message());
+    CHECK_FALSE(s.ok());
+    CHECK(untouched);
+  }
+}
+
+TEST_CASE("a chunk whose index points past the chunk is refused even with every checksum recomputed") {
+  // Hand-build a bucket with an out-of-range raw index, and correct payload and header checksums.
+  fixture f;
+  auto patch = make_patch<raw_index32>(f.base, f.target, value_mode::absolute, 10, fixed_bytes{1 << 20});
+  const std::size_t at = first_bucket_offset(patch);
+  bucket_view view;
+  REQUIRE(parse_bucket(std::span(patch).subspan(at), view).ok());
+  const std::size_t seg_at = at + bucket_header_bytes;
+  const std::size_t table_at = seg_at + segment_entry_bytes * view.segments.size();
+  const std::size_t data_at = table_at + chunk_entry_bytes * view.chunks.size();
+  REQUIRE(view.chunks[0].changes > 0);
+  detail::store_le<std::uint32_t>(patch.data() + data_at, 5000);  // chunk 0's first index, chunk holds 1024
+  std::uint64_t payload = stream_hash(patch.data() + seg_at, table_at - seg_at, 0);
+  for (std::size_t c = 0; c < view.chunks.size(); ++c) {
+    stream_hasher h(c);
+    h.update(patch.data() + table_at + chunk_entry_bytes * c, chunk_entry_bytes);
+    h.update(patch.data() + data_at + view.chunk_offsets[c], view.chunks[c].data_bytes);
+    payload += h.digest();
+  }
+  patch_bucket_field(patch, at, 64, payload, 8);
+  bool untouched = false;
+  const auto s = apply_copy(f.base, patch, untouched);
+  CHECK(s.code() == errc::index_out_of_range);
+  CHECK(s.message().find("bucket 0") != std::string::npos);
+  CHECK(untouched);
+}
+
+TEST_CASE("random garbage and a patch header alone are refused") {
+  fixture f;
+  std::mt19937_64 rng(4);
+  for (int i = 0; i < 200; ++i) {
+    std::vector<unsigned char> junk(rng() % 4000);
+    for (auto& b : junk) b = static_cast<unsigned char>(rng());
+    bool untouched = false;
+    CHECK_FALSE(apply_copy(f.base, junk, untouched).ok());
+    CHECK(untouched);
+  }
+}
