@@ -125,3 +125,26 @@ TEST_CASE("encoding is deterministic: same input, same bytes") {
   perturb_ulp(target, 0.02, 6);
   CHECK(make_patch<auto_encoder>(base, target, value_mode::ulp) == make_patch<auto_encoder>(base, target, value_mode::ulp));
 }
+
+TEST_CASE("a full transfer is a patch from the all-zero model and ignores the receiver's contents") {
+  model_layout layout({{"a", dtype::bf16, {1000}}, {"b", dtype::f32, {300}}, {"z", dtype::bf16, {0}}});
+  host_model target(layout);
+  fill_random(target, 8);
+  target.set(0, 5, 0);  // zeros in the target stay zeros
+  std::vector<const_tensor_view> zero(layout.size());
+  for (std::size_t i = 0; i < layout.size(); ++i) zero[i] = {nullptr, layout[i].numel(), layout[i].dtype};
+  const auto t = target.views();
+  for (auto mode : {value_mode::absolute, value_mode::ulp}) {
+    patch_options o;
+    o.encode.mode = mode;
+    const auto patch = encode_patch<auto_encoder>(layout, zero, t, o);
+    patch_prologue pro;
+    REQUIRE(parse_patch_prologue(patch, pro).ok());
+    CHECK((pro.header.flags & flag_from_zero) != 0);
+    host_model rx(layout);
+    fill_random(rx, 99);  // stale contents of a receiver without a version
+    auto v = rx.mutable_views();
+    REQUIRE(try_apply_patch(patch, layout, v).ok());
+    CHECK(rx == target);
+  }
+}

@@ -159,15 +159,16 @@ struct tensor_view {
 };
 
 // Checks that views match a layout one to one (count, dtype, element count).
+// With allow_zero, a view with null data is accepted (it stands for zeros where the caller documents so).
 template <class View>
-status check_views(const model_layout& layout, std::span<const View> views, std::string_view what) {
+status check_views(const model_layout& layout, std::span<const View> views, std::string_view what, bool allow_zero = false) {
   if (views.size() != layout.size())
     return {errc::invalid_argument, std::string(what) + ": " + std::to_string(views.size()) + " tensors given, layout has " +
                                         std::to_string(layout.size())};
   for (std::size_t i = 0; i < views.size(); ++i) {
     if (views[i].dtype != layout[i].dtype || views[i].numel != layout[i].numel())
       return {errc::invalid_argument, std::string(what) + ": tensor '" + layout[i].name + "' does not match the layout"};
-    if (views[i].numel != 0 && views[i].data == nullptr)
+    if (views[i].numel != 0 && views[i].data == nullptr && !allow_zero)
       return {errc::invalid_argument, std::string(what) + ": tensor '" + layout[i].name + "' has no data"};
   }
   return {};

@@ -8,6 +8,7 @@
 #include <sparsesync/format/model_access.hpp>
 #include <sparsesync/format/patch_reader.hpp>
 
+#include <cstring>
 #include <optional>
 
 SPARSESYNC_NS_BEGIN
@@ -83,6 +84,12 @@ class staged_patch {
     }
   }
 
+  // For receivers without a version (nothing to protect): writes one verified bucket's changes and drops them.
+  void commit_and_clear(std::span<const tensor_view> model) {
+    commit(model);
+    changes_.clear();
+  }
+
   [[nodiscard]] bool finished() const { return finished_; }
   [[nodiscard]] std::uint64_t changed() const { return changes_.size(); }
   [[nodiscard]] std::uint64_t numel() const { return numel_; }
@@ -109,7 +116,11 @@ class staged_patch {
     std::uint64_t actual_base = 0;
     if (!opt_.known_base_checksum) {
       detail::for_each_run(layout_, b.segments, starts, 0, h.numel, [&](const detail::bucket_run& r) {
-        actual_base += content_checksum(detail::word_ptr<W>(current_[r.tensor]) + r.tensor_offset, r.count, r.flat_index);
+        if (const W* p = base_ptr<W>(r)) {
+          actual_base += content_checksum(p, r.count, r.flat_index);
+        } else {
+          for (std::uint64_t i = 0; i < r.count; ++i) actual_base += element_hash(r.flat_index + i, 0);
+        }
       });
       if (actual_base != h.base_checksum) return {errc::base_mismatch, "the receiver's weights are not the patch's base"};
     }
@@ -126,8 +137,8 @@ class staged_patch {
       std::vector<W> chunk_base;
       if constexpr (E::needs_base) {
         detail::for_each_run(layout_, b.segments, starts, first, ctx.numel, [&](const detail::bucket_run& r) {
-          const W* p = detail::word_ptr<W>(current_[r.tensor]) + r.tensor_offset;
-          chunk_base.insert(chunk_base.end(), p, p + r.count);
+          if (const W* p = base_ptr<W>(r)) chunk_base.insert(chunk_base.end(), p, p + r.count);
+          else chunk_base.insert(chunk_base.end(), r.count, W{0});
         });
         ctx.base = chunk_base;
       }
@@ -138,11 +149,11 @@ class staged_patch {
       std::size_t i = 0;
       status bad;
       detail::for_each_run(layout_, b.segments, starts, first, ctx.numel, [&](const detail::bucket_run& r) {
-        const W* cur = detail::word_ptr<W>(current_[r.tensor]) + r.tensor_offset;
+        const W* cur = base_ptr<W>(r);
         const std::uint64_t run_first = r.bucket_first - first;
         for (; i < positions.size() && positions[i] < run_first + r.count; ++i) {
           const std::uint64_t k = positions[i] - run_first;
-          const W old_bits = cur[k];
+          const W old_bits = cur ? cur[k] : W{0};
           const W new_bits = decode_value<W>(h.mode, old_bits, values[i]);
           if (new_bits == old_bits && bad.ok())
             bad = {errc::non_canonical, "chunk " + std::to_string(c) + ": change " + std::to_string(i) + " leaves its element unchanged"};
@@ -160,6 +171,13 @@ class staged_patch {
     return {};
   }
 
+  // The base elements of a run; null where the base is the all-zero model.
+  template <element_word W>
+  const W* base_ptr(const detail::bucket_run& r) const {
+    const auto& v = current_[r.tensor];
+    return v.data ? detail::word_ptr<W>(v) + r.tensor_offset : nullptr;
+  }
+
   const model_layout& layout_;
   std::span<const const_tensor_view> current_;
   apply_options opt_;
@@ -170,6 +188,11 @@ class staged_patch {
   bool finished_ = false;
 };
 
+inline void zero_fill(std::span<const tensor_view> model) {
+  for (const auto& v : model)
+    if (v.data) std::memset(v.data, 0, v.numel * size_of(v.dtype));
+}
+
 // Applies a whole patch to `model` in place, atomically: on any error the model is left untouched.
 inline status try_apply_patch(std::span<const unsigned char> patch, const model_layout& layout, std::span<const tensor_view> model,
                               const apply_options& opt = {}, apply_report* report = nullptr) {
@@ -178,7 +201,11 @@ inline status try_apply_patch(std::span<const unsigned char> patch, const model_
   if (pro.header.layout_hash != layout.hash())
     return {errc::layout_mismatch, "the patch was made for another model layout (names, dtypes or shapes differ)"};
   if (auto s = check_views(layout, model, "model"); !s) return s;
+  // A patch from the all-zero model (a full transfer) ignores the model's current contents.
+  const bool from_zero = pro.header.flags & flag_from_zero;
   std::vector<const_tensor_view> current(model.begin(), model.end());
+  if (from_zero)
+    for (auto& v : current) v.data = nullptr;
   staged_patch staged(layout, current, opt);
   std::size_t pos = pro.bytes;
   for (std::uint32_t b = 0; b < pro.header.bucket_count; ++b) {
@@ -188,6 +215,7 @@ inline status try_apply_patch(std::span<const unsigned char> patch, const model_
   }
   if (pos != patch.size()) return {errc::malformed, "trailing bytes after the last bucket"};
   if (auto s = staged.finish(pro.header); !s) return s;
+  if (from_zero) zero_fill(model);
   staged.commit(model);
   if (report) {
     *report = {staged.buckets(), staged.numel(), staged.changed(), staged.base_checksum(), staged.target_checksum(),

@@ -41,15 +41,17 @@ bucket_changes<W> collect_changes(const model_layout& layout, const bucket_plan&
     out.chunk_first.push_back(out.positions.size());
     const std::uint64_t first = c * chunk;
     for_each_run(layout, plan.segments, starts, first, std::min(chunk, out.numel - first), [&](const bucket_run& r) {
-      const W* b = word_ptr<W>(base[r.tensor]) + r.tensor_offset;
+      // A base view without data stands for zeros: a full transfer is a patch from the all-zero model.
+      const W* b = base[r.tensor].data ? word_ptr<W>(base[r.tensor]) + r.tensor_offset : nullptr;
       const W* t = word_ptr<W>(target[r.tensor]) + r.tensor_offset;
       const auto rel = static_cast<std::uint32_t>(r.bucket_first - first);
       for (std::uint64_t i = 0; i < r.count; ++i) {
-        base_sum += element_hash(r.flat_index + i, b[i]);
-        if (b[i] != t[i]) {
+        const W old_bits = b ? b[i] : W{0};
+        base_sum += element_hash(r.flat_index + i, old_bits);
+        if (old_bits != t[i]) {
           out.positions.push_back(rel + static_cast<std::uint32_t>(i));
-          out.values.push_back(code_value<W>(opt.mode, b[i], t[i]));
-          delta_sum += element_hash(r.flat_index + i, t[i]) - element_hash(r.flat_index + i, b[i]);
+          out.values.push_back(code_value<W>(opt.mode, old_bits, t[i]));
+          delta_sum += element_hash(r.flat_index + i, t[i]) - element_hash(r.flat_index + i, old_bits);
         }
       }
     });
@@ -66,6 +68,10 @@ std::vector<W> gather_chunk_base(const model_layout& layout, const bucket_plan& 
   std::vector<W> out;
   out.reserve(count);
   for_each_run(layout, plan.segments, starts, first, count, [&](const bucket_run& r) {
+    if (!base[r.tensor].data) {
+      out.insert(out.end(), r.count, W{0});
+      return;
+    }
     const W* b = word_ptr<W>(base[r.tensor]) + r.tensor_offset;
     out.insert(out.end(), b, b + r.count);
   });

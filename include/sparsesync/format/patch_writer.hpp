@@ -15,52 +15,101 @@ struct patch_options {
   std::span<const unsigned char> metadata;    // opaque application bytes (the CLI stores the target file header)
 };
 
-// Encodes the change from `base` to `target` (both laid out as `layout`) with encoder selection Sel
-// (an encoder, or best_of<...>) and bucketing policy P. Returns an error status on inconsistent inputs.
+// Encodes a patch one bucket at a time, for senders that transmit bucket i while encoding bucket i + 1.
+// The prologue goes first with the whole-model checksums still zero; final_header() has them once every
+// bucket is encoded. A base view whose data is null stands for an all-zero tensor (a full transfer).
 template <class Sel = auto_encoder, class P = fixed_bytes>
-status try_encode_patch(const model_layout& layout, std::span<const const_tensor_view> base, std::span<const const_tensor_view> target,
-                        const patch_options& opt, std::vector<unsigned char>& out, const P& policy = P{}) {
+class patch_encoder {
   static_assert(check_bucketing_policy<P>);
-  static_assert(encoder_selection<Sel>, "sparsesync: Sel must be an encoder or sparsesync::best_of<encoders...>");
-  if (auto s = check_views(layout, base, "base"); !s) return s;
-  if (auto s = check_views(layout, target, "target"); !s) return s;
-  if (opt.encode.log2_chunk < min_log2_chunk || opt.encode.log2_chunk > max_log2_chunk)
-    return {errc::invalid_argument, "log2_chunk must lie in [8, 24]"};
-  if (opt.metadata.size() > 0xFFFFFFFFu) return {errc::invalid_argument, "metadata larger than 4 GiB"};
-  const auto plans = policy.plan(layout, opt.encode.log2_chunk);
-  const auto layout_bytes = opt.include_layout ? layout.serialize() : std::vector<unsigned char>{};
-  if (layout_bytes.size() > 0xFFFFFFFFu) return {errc::invalid_argument, "layout section larger than 4 GiB"};
 
-  out.clear();
-  out.resize(patch_header_bytes);
-  out.insert(out.end(), layout_bytes.begin(), layout_bytes.end());
-  out.insert(out.end(), opt.metadata.begin(), opt.metadata.end());
-  patch_header h;
-  h.flags = (opt.include_layout ? flag_layout_section : 0u) | (opt.metadata.empty() ? 0u : flag_metadata_section);
-  h.bucket_count = static_cast<std::uint32_t>(plans.size());
-  h.layout_hash = layout.hash();
-  h.base_version = opt.base_version;
-  h.target_version = opt.target_version;
-  h.numel = layout.numel();
-  h.layout_bytes = static_cast<std::uint32_t>(layout_bytes.size());
-  h.metadata_bytes = static_cast<std::uint32_t>(opt.metadata.size());
-  h.metadata_checksum = opt.metadata.empty() ? 0 : stream_hash(opt.metadata.data(), opt.metadata.size(), 0);
-  for (std::size_t b = 0; b < plans.size(); ++b) {
-    const auto [base_sum, target_sum] =
-        encode_bucket<Sel>(layout, plans[b], static_cast<std::uint32_t>(b), base, target, opt.encode, out);
-    h.base_checksum += base_sum;
-    h.target_checksum += target_sum;
+ public:
+  patch_encoder(const model_layout& layout, std::span<const const_tensor_view> base, std::span<const const_tensor_view> target,
+                const patch_options& opt, const P& policy = P{})
+      : layout_(layout), base_(base), target_(target), opt_(opt) {
+    throw_if_error(check_views(layout, base, "base", /*allow_zero=*/true));
+    throw_if_error(check_views(layout, target, "target"));
+    if (opt.encode.log2_chunk < min_log2_chunk || opt.encode.log2_chunk > max_log2_chunk)
+      throw error(errc::invalid_argument, "log2_chunk must lie in [8, 24]");
+    if (opt.metadata.size() > 0xFFFFFFFFu) throw error(errc::invalid_argument, "metadata larger than 4 GiB");
+    plans_ = policy.plan(layout, opt.encode.log2_chunk);
+    if (opt.include_layout) layout_bytes_ = layout.serialize();
+    bool from_zero = !base.empty();
+    for (const auto& v : base) from_zero = from_zero && v.data == nullptr;
+    header_.flags = (opt.include_layout ? flag_layout_section : 0u) | (opt.metadata.empty() ? 0u : flag_metadata_section) |
+                    (from_zero ? flag_from_zero : 0u);
+    header_.bucket_count = static_cast<std::uint32_t>(plans_.size());
+    header_.layout_hash = layout.hash();
+    header_.base_version = opt.base_version;
+    header_.target_version = opt.target_version;
+    header_.numel = layout.numel();
+    header_.layout_bytes = static_cast<std::uint32_t>(layout_bytes_.size());
+    header_.metadata_bytes = static_cast<std::uint32_t>(opt.metadata.size());
+    header_.metadata_checksum = opt.metadata.empty() ? 0 : stream_hash(opt.metadata.data(), opt.metadata.size(), 0);
   }
-  detail::write_patch_header(out.data(), h);
-  return {};
-}
 
+  [[nodiscard]] std::size_t bucket_count() const { return plans_.size(); }
+  [[nodiscard]] const std::vector<bucket_plan>& plans() const { return plans_; }
+
+  // Appends the header (checksums zero unless every bucket is already encoded) and the sections.
+  void prologue(std::vector<unsigned char>& out) const {
+    const std::size_t at = out.size();
+    out.resize(at + patch_header_bytes);
+    detail::write_patch_header(out.data() + at, header_);
+    out.insert(out.end(), layout_bytes_.begin(), layout_bytes_.end());
+    out.insert(out.end(), opt_.metadata.begin(), opt_.metadata.end());
+  }
+
+  // Appends bucket `next_bucket()`'s frame; buckets are encoded in order.
+  void encode_next(std::vector<unsigned char>& out) {
+    if (next_ >= plans_.size()) throw error(errc::invalid_argument, "every bucket is already encoded");
+    const auto [b, t] = encode_bucket<Sel>(layout_, plans_[next_], static_cast<std::uint32_t>(next_), base_, target_, opt_.encode, out);
+    header_.base_checksum += b;
+    header_.target_checksum += t;
+    ++next_;
+  }
+  [[nodiscard]] std::size_t next_bucket() const { return next_; }
+
+  // The patch header with its whole-model checksums; valid once every bucket is encoded.
+  [[nodiscard]] const patch_header& header() const { return header_; }
+  void final_header(unsigned char* out) const {
+    if (next_ != plans_.size()) throw error(errc::invalid_argument, "final_header before every bucket is encoded");
+    detail::write_patch_header(out, header_);
+  }
+
+ private:
+  const model_layout& layout_;
+  std::span<const const_tensor_view> base_, target_;
+  patch_options opt_;
+  std::vector<bucket_plan> plans_;
+  std::vector<unsigned char> layout_bytes_;
+  patch_header header_;
+  std::size_t next_ = 0;
+};
+
+// Encodes the change from `base` to `target` (both laid out as `layout`) with encoder selection Sel
+// (an encoder, or best_of<...>) and bucketing policy P, as one contiguous patch.
 template <class Sel = auto_encoder, class P = fixed_bytes>
 std::vector<unsigned char> encode_patch(const model_layout& layout, std::span<const const_tensor_view> base,
                                         std::span<const const_tensor_view> target, const patch_options& opt = {}, const P& policy = P{}) {
+  static_assert(encoder_selection<Sel>, "sparsesync: Sel must be an encoder or sparsesync::best_of<encoders...>");
+  patch_encoder<Sel, P> enc(layout, base, target, opt, policy);
   std::vector<unsigned char> out;
-  throw_if_error(try_encode_patch<Sel, P>(layout, base, target, opt, out, policy));
+  enc.prologue(out);
+  while (enc.next_bucket() < enc.bucket_count()) enc.encode_next(out);
+  enc.final_header(out.data());
   return out;
+}
+
+// The non-throwing form.
+template <class Sel = auto_encoder, class P = fixed_bytes>
+status try_encode_patch(const model_layout& layout, std::span<const const_tensor_view> base, std::span<const const_tensor_view> target,
+                        const patch_options& opt, std::vector<unsigned char>& out, const P& policy = P{}) {
+  try {
+    out = encode_patch<Sel, P>(layout, base, target, opt, policy);
+    return {};
+  } catch (const error& e) {
+    return {e.code(), e.what()};
+  }
 }
 
 SPARSESYNC_NS_END

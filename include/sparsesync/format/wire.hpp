@@ -27,7 +27,8 @@ inline constexpr unsigned default_log2_chunk = 16;
 // Patch header flags.
 inline constexpr std::uint32_t flag_layout_section = 1u << 0;    // the model layout follows the header
 inline constexpr std::uint32_t flag_metadata_section = 1u << 1;  // opaque application bytes follow
-inline constexpr std::uint32_t known_flags = flag_layout_section | flag_metadata_section;
+inline constexpr std::uint32_t flag_from_zero = 1u << 2;         // the base is the all-zero model (a full transfer)
+inline constexpr std::uint32_t known_flags = flag_layout_section | flag_metadata_section | flag_from_zero;
 
 struct patch_header {
   std::uint32_t flags = 0;
