@@ -1,0 +1,191 @@
+// receiver<Transport>: the rollout-worker side. Each version is applied into the worker's own buffers
+// atomically: a patch is staged bucket by bucket (every bucket verified against the worker's memory) and
+// written under an exclusive lock only once the whole version has verified. A full transfer (a worker
+// without a valid version) is written bucket by bucket while the worker holds no version.
+#pragma once
+
+#include <sparsesync/format/apply.hpp>
+#include <sparsesync/sync/protocol.hpp>
+#include <sparsesync/transport/transport.hpp>
+
+#include <chrono>
+#include <functional>
+#include <mutex>
+#include <shared_mutex>
+
+SPARSESYNC_NS_BEGIN
+namespace sync {
+
+struct receiver_options {
+  // The buffers already hold `version` (for example restored from disk). Its checksum is computed once at
+  // construction; a sender that knows the version then sends patches instead of a full transfer.
+  bool has_version = false;
+  std::uint64_t version = 0;
+};
+
+struct applied_version {
+  std::uint64_t version = 0;
+  std::uint64_t base_version = 0;
+  bool full = false;                // a full transfer (a patch from the all-zero model)
+  std::uint64_t changed = 0;
+  std::uint64_t payload_bytes = 0;  // wire-format bytes received for this version
+  std::uint64_t checksum = 0;       // content checksum of the weights now held
+  double seconds = 0;               // from the first byte of the version to its commit
+};
+
+template <class Transport>
+class receiver {
+  static_assert(check_transport<Transport>);
+  using clock = std::chrono::steady_clock;
+
+ public:
+  // Called under the exclusive lock right after a version is committed, with the changes it wrote
+  // (tensor index, element offset, new bits); for full transfers it is called once per bucket. Use it to
+  // mirror a version into buffers laid out differently (a tensor-parallel shard, a fused QKV slice).
+  using commit_hook = std::function<void(const applied_version&, const std::vector<staged_change>&)>;
+
+  receiver(model_layout layout, std::span<const tensor_view> buffers, Transport link, receiver_options opt = {})
+      : layout_(std::move(layout)), buffers_(buffers.begin(), buffers.end()), link_(std::move(link)) {
+    throw_if_error(check_views(layout_, std::span<const tensor_view>(buffers_), "receiver buffers"));
+    has_version_ = opt.has_version;
+    version_ = opt.version;
+    if (has_version_) checksum_ = model_checksum();
+    link_.send(encode(hello{layout_.hash(), has_version_, version_, checksum_}));
+    std::vector<std::byte> in;
+    if (!link_.receive(in)) throw error(errc::io, "the sender closed the connection during the handshake");
+    if (type_of(in) == message_type::refuse) {
+      nack n;
+      (void)decode(in, n);
+      throw error(n.code == errc::ok ? errc::malformed : n.code, "the sender refused this receiver: " + n.message);
+    }
+    welcome w;
+    throw_if_error(decode(in, w));
+    if (w.layout_hash != layout_.hash()) throw error(errc::layout_mismatch, "the sender publishes another model layout");
+    sender_has_version_ = w.has_version;
+    sender_version_ = w.version;
+  }
+
+  void on_commit(commit_hook hook) { hook_ = std::move(hook); }
+
+  // Blocks for the next version and applies it. Returns nullopt once the sender closed the connection in
+  // order. A version that fails verification is refused (the sender is told, and follows with a full
+  // transfer); the weights keep the last good version and the error is thrown as sparsesync::error.
+  std::optional<applied_version> next() {
+    std::vector<std::byte> in;
+    if (!link_.receive(in)) return std::nullopt;
+    const auto start = clock::now();
+    if (type_of(in) != message_type::version_begin) throw error(errc::malformed, "expected the start of a version");
+    patch_prologue pro;
+    const auto body = body_of(in);
+    status st = parse_patch_prologue(body, pro);
+    if (st && pro.bytes != body.size()) st = {errc::malformed, "version start has trailing bytes"};
+    if (st && pro.header.layout_hash != layout_.hash()) st = {errc::layout_mismatch, "version for another model layout"};
+    const bool full = st && (pro.header.flags & flag_from_zero);
+    if (st && !full && (!has_version_ || pro.header.base_version != version_))
+      st = {errc::base_mismatch, "patch from version " + std::to_string(pro.header.base_version) + ", this receiver holds " +
+                                     (has_version_ ? std::to_string(version_) : std::string("none"))};
+    applied_version info;
+    info.version = pro.header.target_version;
+    info.base_version = pro.header.base_version;
+    info.full = full;
+    info.payload_bytes = body.size();
+    std::vector<const_tensor_view> current(buffers_.begin(), buffers_.end());
+    if (full) {
+      std::unique_lock lock(weights_mutex_);
+      has_version_ = false;  // the buffers are rewritten bucket by bucket from here on
+      zero_fill(buffers_);
+      for (auto& v : current) v.data = nullptr;
+    }
+    apply_options opt;
+    if (!full && has_version_) opt.known_base_checksum = checksum_;  // touch only changed elements
+    staged_patch staged(layout_, current, opt);
+    for (;;) {
+      if (!link_.receive(in)) throw error(errc::io, "the sender closed the connection inside a version");
+      const auto type = type_of(in);
+      if (type == message_type::bucket) {
+        info.payload_bytes += in.size() - 1;
+        if (!st) continue;  // already refused: read on to the end of the version to stay in step
+        std::size_t used = 0;
+        const auto frame = body_of(in);
+        st = staged.add_bucket(frame, used);
+        if (st && used != frame.size()) st = {errc::malformed, "bucket message has trailing bytes"};
+        if (st && full) {
+          std::unique_lock lock(weights_mutex_);
+          info.changed += staged.changed();
+          if (hook_) hook_(info, staged.changes());
+          staged.commit_and_clear(buffers_);
+        }
+      } else if (type == message_type::version_end) {
+        patch_header end;
+        if (st) st = sparsesync::detail::read_patch_header(body_of(in), end);
+        if (st && (end.target_version != pro.header.target_version || end.base_version != pro.header.base_version ||
+                   end.bucket_count != pro.header.bucket_count || end.flags != pro.header.flags))
+          st = {errc::malformed, "version end does not match its start"};
+        if (st) st = staged.finish(end);
+        break;
+      } else {
+        throw error(errc::malformed, "unexpected message inside a version");
+      }
+    }
+    if (!st) {
+      link_.send(encode(nack{info.version, st.code(), st.message()}));
+      throw error(st);
+    }
+    {
+      std::unique_lock lock(weights_mutex_);
+      if (!full) {
+        info.changed = staged.changed();
+        staged.commit(buffers_);
+        if (hook_) hook_(info, staged.changes());
+      }
+      has_version_ = true;
+      version_ = info.version;
+      checksum_ = staged.target_checksum();
+    }
+    info.checksum = checksum_;
+    info.seconds = std::chrono::duration<double>(clock::now() - start).count();
+    link_.send(encode(ack{version_, checksum_}));
+    return info;
+  }
+
+  // Readers of the weights hold this shared; a commit holds it exclusive. Weights are a valid version
+  // exactly while has_version() is true under the lock.
+  [[nodiscard]] std::shared_mutex& weights_mutex() const { return weights_mutex_; }
+  [[nodiscard]] bool has_version() const { return has_version_; }
+  [[nodiscard]] std::uint64_t version() const { return version_; }
+  [[nodiscard]] std::uint64_t checksum() const { return checksum_; }
+  // What the sender held at the handshake.
+  [[nodiscard]] bool sender_has_version() const { return sender_has_version_; }
+  [[nodiscard]] std::uint64_t sender_version() const { return sender_version_; }
+  [[nodiscard]] const model_layout& layout() const { return layout_; }
+  void close() { link_.close(); }
+
+ private:
+  std::uint64_t model_checksum() const {
+    std::uint64_t sum = 0;
+    for (std::size_t t = 0; t < layout_.size(); ++t) {
+      const auto& v = buffers_[t];
+      const std::uint64_t first = layout_.first_element(t);
+      switch (size_of(v.dtype)) {
+        case 1: sum += content_checksum(static_cast<const std::uint8_t*>(v.data), v.numel, first); break;
+        case 2: sum += content_checksum(static_cast<const std::uint16_t*>(v.data), v.numel, first); break;
+        default: sum += content_checksum(static_cast<const std::uint32_t*>(v.data), v.numel, first); break;
+      }
+    }
+    return sum;
+  }
+
+  model_layout layout_;
+  std::vector<tensor_view> buffers_;
+  Transport link_;
+  commit_hook hook_;
+  mutable std::shared_mutex weights_mutex_;
+  bool has_version_ = false;
+  std::uint64_t version_ = 0;
+  std::uint64_t checksum_ = 0;
+  bool sender_has_version_ = false;
+  std::uint64_t sender_version_ = 0;
+};
+
+}  // namespace sync
+SPARSESYNC_NS_END

@@ -1,0 +1,388 @@
+// sender<Sel, Policy, Transport>: the trainer side. publish() diffs the new weights against the last
+// published snapshot, streams the buckets to every receiver while encoding the next one, and waits for
+// their acknowledgements. Receivers that are behind catch up through the kept history of patches, or by a
+// full transfer (a patch from the all-zero model). Protocol: docs/PROTOCOL.md.
+#pragma once
+
+#include <sparsesync/format/patch_writer.hpp>
+#include <sparsesync/sync/protocol.hpp>
+#include <sparsesync/sync/snapshot.hpp>
+#include <sparsesync/sync/version_stream.hpp>
+#include <sparsesync/transport/transport.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <deque>
+#include <list>
+#include <shared_mutex>
+#include <thread>
+
+SPARSESYNC_NS_BEGIN
+namespace sync {
+
+struct sender_options {
+  encode_options encode{value_mode::ulp, default_log2_chunk};
+  std::size_t history = 8;                          // patches kept to catch up receivers a few versions behind
+  std::chrono::milliseconds ack_timeout{600000};    // publish() stops waiting for a receiver after this long
+};
+
+struct receiver_status {
+  std::size_t id = 0;
+  bool connected = false;
+  bool has_version = false;
+  std::uint64_t version = 0;
+  std::uint64_t bytes_sent = 0;
+  std::uint64_t full_transfers = 0;
+  std::string last_error;
+};
+
+struct publish_report {
+  std::uint64_t version = 0;
+  std::uint64_t numel = 0;
+  std::uint64_t changed = 0;        // elements that differ from the previous version
+  std::uint64_t payload_bytes = 0;  // wire-format bytes of the patch (sent once per receiver)
+  std::uint64_t target_checksum = 0;
+  double encode_seconds = 0;        // encoding time (overlaps the transfer)
+  double seconds = 0;               // publish() call, until every receiver acknowledged
+  std::size_t acknowledged = 0;     // receivers at this version when publish() returned
+  std::size_t lagging = 0;          // connected receivers not (yet) at this version
+};
+
+template <class Sel = auto_encoder, class Policy = fixed_bytes, class Transport = void>
+class sender {
+  static_assert(check_transport<Transport>);
+  static_assert(check_bucketing_policy<Policy>);
+  static_assert(encoder_selection<Sel>, "sparsesync: Sel must be an encoder or sparsesync::best_of<encoders...>");
+  using clock = std::chrono::steady_clock;
+
+ public:
+  explicit sender(model_layout layout, sender_options opt = {}, Policy policy = {})
+      : layout_(std::move(layout)), layout_hash_(layout_.hash()), opt_(opt), policy_(std::move(policy)), snapshot_(layout_) {}
+
+  sender(const sender&) = delete;
+  sender& operator=(const sender&) = delete;
+  ~sender() { close(); }
+
+  // Takes over a connected transport; the handshake and any catch-up run on the session's own thread.
+  std::size_t add_receiver(Transport t) {
+    std::lock_guard lock(state_mutex_);
+    if (closing_) throw error(errc::invalid_argument, "sender is closed");
+    auto& s = sessions_.emplace_back(std::make_unique<session>(next_id_++, std::move(t)));
+    s->thread = std::thread([this, raw = s.get()] { run_session(*raw); });
+    return s->id;
+  }
+
+  // Publishes `weights` (laid out as the constructor's layout) as `version`, which must exceed the last.
+  publish_report publish(std::uint64_t version, std::span<const const_tensor_view> weights, std::span<const unsigned char> metadata = {}) {
+    std::lock_guard publishing(publish_mutex_);
+    throw_if_error(check_views(layout_, weights, "weights"));
+    const auto start = clock::now();
+    auto stream = std::make_shared<version_stream>();
+    publish_report report;
+    report.version = version;
+    report.numel = layout_.numel();
+    {
+      std::unique_lock snap(snapshot_mutex_);  // held while encoding: full transfers wait for the new snapshot
+      {
+        std::lock_guard lock(state_mutex_);
+        if (has_version_ && version <= version_) throw error(errc::invalid_argument, "versions must increase");
+        stream->from_zero = !has_version_;
+        stream->base_version = version_;
+        stream->base_checksum = checksum_;
+        stream->target_version = version;
+        history_.push_back(stream);
+        while (history_.size() > opt_.history) history_.pop_front();
+        latest_ = version;
+        has_latest_ = true;
+        full_.reset();
+      }
+      state_cv_.notify_all();  // sessions in sync start sending while buckets are encoded
+      const auto base = snapshot_.views();
+      patch_options po;
+      po.encode = opt_.encode;
+      po.base_version = stream->base_version;
+      po.target_version = version;
+      po.metadata = metadata;
+      try {
+        encode_stream(base, weights, po, *stream, report);
+      } catch (...) {
+        stream->finish(false);
+        std::lock_guard lock(state_mutex_);
+        history_.pop_back();
+        has_latest_ = has_version_;
+        latest_ = version_;
+        throw;
+      }
+      report.encode_seconds = std::chrono::duration<double>(clock::now() - start).count();
+      snapshot_.assign(weights);
+      std::lock_guard lock(state_mutex_);
+      has_version_ = true;
+      version_ = version;
+      checksum_ = stream->target_checksum;
+      metadata_.assign(metadata.begin(), metadata.end());
+    }
+    state_cv_.notify_all();
+    report.target_checksum = stream->target_checksum;
+    report.payload_bytes = stream->payload_bytes;
+    // Wait for every connected receiver to reach this version (or drop out, or fall behind by the timeout).
+    std::unique_lock lock(state_mutex_);
+    state_cv_.wait_until(lock, start + opt_.ack_timeout, [&] {
+      for (const auto& s : sessions_)
+        if (s->connected && !in_sync(*s)) return false;
+      return true;
+    });
+    for (const auto& s : sessions_) {
+      if (!s->connected) continue;
+      if (in_sync(*s)) ++report.acknowledged;
+      else ++report.lagging;
+    }
+    report.seconds = std::chrono::duration<double>(clock::now() - start).count();
+    return report;
+  }
+
+  [[nodiscard]] std::vector<receiver_status> receivers() const {
+    std::lock_guard lock(state_mutex_);
+    std::vector<receiver_status> out;
+    for (const auto& s : sessions_)
+      out.push_back({s->id, s->connected, s->has_version, s->version, s->bytes_sent, s->full_transfers, s->last_error});
+    return out;
+  }
+
+  // Blocks until `n` receivers are connected and at the newest version (or the timeout passes).
+  bool wait_for_receivers(std::size_t n, std::chrono::milliseconds timeout) {
+    std::unique_lock lock(state_mutex_);
+    return state_cv_.wait_for(lock, timeout, [&] {
+      std::size_t ready = 0;
+      for (const auto& s : sessions_)
+        if (s->connected && s->handshaken && (!has_version_ || in_sync(*s))) ++ready;
+      return ready >= n;
+    });
+  }
+
+  // Ends every session (in order: each receiver sees the end after what it was sent) and joins the threads.
+  void close() {
+    {
+      std::lock_guard lock(state_mutex_);
+      if (closing_ && sessions_.empty()) return;
+      closing_ = true;
+    }
+    state_cv_.notify_all();
+    std::list<std::unique_ptr<session>> sessions;
+    {
+      std::lock_guard lock(state_mutex_);
+      sessions.swap(sessions_);
+    }
+    for (auto& s : sessions) {
+      if (s->thread.joinable()) s->thread.join();
+    }
+  }
+
+  [[nodiscard]] const model_layout& layout() const { return layout_; }
+
+ private:
+  struct session {
+    session(std::size_t i, Transport t) : id(i), link(std::move(t)) {}
+    std::size_t id;
+    Transport link;
+    std::thread thread;
+    bool connected = true;
+    bool handshaken = false;
+    bool has_version = false;
+    std::uint64_t version = 0;
+    std::uint64_t checksum = 0;
+    std::uint64_t bytes_sent = 0;
+    std::uint64_t full_transfers = 0;
+    std::string last_error;
+  };
+
+  // The session holds the newest published version (callers hold state_mutex_).
+  bool in_sync(const session& s) const { return has_version_ && s.has_version && s.version == version_ && s.checksum == checksum_; }
+
+  void encode_stream(std::span<const const_tensor_view> base, std::span<const const_tensor_view> target, const patch_options& po,
+                     version_stream& stream, publish_report* report_or_null) {
+    patch_encoder<Sel, Policy> enc(layout_, base, target, po, policy_);
+    std::vector<unsigned char> bytes;
+    enc.prologue(bytes);
+    std::uint64_t payload = bytes.size();
+    stream.push(wrap(message_type::version_begin, bytes));
+    while (enc.next_bucket() < enc.bucket_count()) {
+      bytes.clear();
+      enc.encode_next(bytes);
+      payload += bytes.size();
+      if (report_or_null) {
+        bucket_header h;
+        (void)sparsesync::detail::read_bucket_header(bytes, h);
+        report_or_null->changed += h.changed;
+      }
+      stream.push(wrap(message_type::bucket, bytes));
+    }
+    unsigned char final_header[patch_header_bytes];
+    enc.final_header(final_header);
+    stream.target_checksum = enc.header().target_checksum;
+    stream.payload_bytes = payload;
+    stream.push(wrap(message_type::version_end, final_header));
+    stream.finish(true);
+  }
+  void encode_stream(std::span<const const_tensor_view> base, std::span<const const_tensor_view> target, const patch_options& po,
+                     version_stream& stream, publish_report& report) {
+    encode_stream(base, target, po, stream, &report);
+  }
+
+  // A full transfer of the newest version, encoded once and shared by every session that needs one.
+  std::shared_ptr<version_stream> full_stream() {
+    std::shared_lock snap(snapshot_mutex_);
+    std::lock_guard build(full_mutex_);
+    {
+      std::lock_guard lock(state_mutex_);
+      if (full_ && full_->target_version == version_) return full_;
+    }
+    auto stream = std::make_shared<version_stream>();
+    stream->from_zero = true;
+    std::uint64_t version;
+    std::vector<unsigned char> metadata;
+    {
+      std::lock_guard lock(state_mutex_);
+      version = version_;
+      metadata = metadata_;
+    }
+    stream->target_version = version;
+    std::vector<const_tensor_view> zero = snapshot_.views();
+    for (auto& v : zero) v.data = nullptr;
+    patch_options po;
+    po.encode = opt_.encode;
+    po.base_version = 0;
+    po.target_version = version;
+    po.metadata = metadata;
+    encode_stream(zero, snapshot_.views(), po, *stream, nullptr);
+    std::lock_guard lock(state_mutex_);
+    full_ = stream;
+    return stream;
+  }
+
+  // What session s needs next: a kept patch from its version, a full transfer, or nothing (null).
+  std::shared_ptr<version_stream> next_for(const session& s) {
+    for (const auto& h : history_)
+      if (!h->from_zero && s.has_version && h->base_version == s.version && h->base_checksum == s.checksum) return h;
+    if (history_.size() == 1 && history_.front()->from_zero && !s.has_version) return history_.front();  // the first publish
+    return nullptr;
+  }
+
+  void fail_session(session& s, const std::string& why) {
+    {
+      std::lock_guard lock(state_mutex_);
+      s.connected = false;
+      s.last_error = why;
+    }
+    state_cv_.notify_all();
+  }
+
+  void run_session(session& s) {
+    std::vector<std::byte> in;
+    try {
+      if (!s.link.receive(in)) return fail_session(s, "receiver closed before the handshake");
+      hello h;
+      if (auto st = decode(in, h); !st) {
+        s.link.send(encode_text(message_type::refuse, 0, st.code(), st.message()));
+        s.link.close();
+        return fail_session(s, "handshake: " + st.message());
+      }
+      if (h.layout_hash != layout_hash_) {
+        s.link.send(encode_text(message_type::refuse, 0, errc::layout_mismatch, "the sender publishes another model layout"));
+        s.link.close();
+        return fail_session(s, "handshake: layout mismatch");
+      }
+      {
+        std::lock_guard lock(state_mutex_);
+        s.has_version = h.has_version;
+        s.version = h.version;
+        s.checksum = h.checksum;
+        s.handshaken = true;
+        s.link.send(encode(welcome{layout_hash_, has_latest_, latest_}));
+      }
+      state_cv_.notify_all();
+      for (;;) {
+        std::shared_ptr<version_stream> stream;
+        bool need_full = false;
+        {
+          std::unique_lock lock(state_mutex_);
+          state_cv_.wait(lock, [&] {
+            return closing_ || (has_latest_ && !(s.has_version && s.version == latest_ && (s.checksum == checksum_ || latest_ != version_)));
+          });
+          if (closing_) break;
+          stream = next_for(s);
+          need_full = !stream;
+        }
+        if (need_full) {
+          stream = full_stream();
+          std::lock_guard lock(state_mutex_);
+          ++s.full_transfers;
+        }
+        if (!send_stream(s, *stream)) continue;
+        if (!s.link.receive(in)) return fail_session(s, "receiver closed the connection");
+        if (type_of(in) == message_type::ack) {
+          ack a;
+          if (auto st = decode(in, a); !st) throw error(st);
+          std::lock_guard lock(state_mutex_);
+          if (a.version != stream->target_version || a.checksum != stream->target_checksum) {
+            s.has_version = false;  // it claims something else: resynchronise with a full transfer
+            s.last_error = "receiver acknowledged an unexpected version or checksum";
+          } else {
+            s.has_version = true;
+            s.version = a.version;
+            s.checksum = a.checksum;
+          }
+        } else if (type_of(in) == message_type::nack) {
+          nack n;
+          (void)decode(in, n);
+          std::lock_guard lock(state_mutex_);
+          s.has_version = false;
+          s.last_error = "receiver refused version " + std::to_string(n.version) + ": " + n.message;
+        } else {
+          throw error(errc::malformed, "unexpected message from the receiver");
+        }
+        state_cv_.notify_all();
+      }
+      s.link.close();
+    } catch (const std::exception& e) {
+      s.link.close();
+      fail_session(s, e.what());
+    }
+  }
+
+  // Sends every message of `stream`; false if the stream failed to encode (nothing useful was sent).
+  bool send_stream(session& s, version_stream& stream) {
+    for (std::size_t i = 0;; ++i) {
+      const auto m = stream.wait_for(i);
+      if (!m) return !stream.failed() && i > 0;
+      s.link.send(*m);
+      std::lock_guard lock(state_mutex_);
+      s.bytes_sent += m->size();
+    }
+  }
+
+  model_layout layout_;
+  std::uint64_t layout_hash_;
+  sender_options opt_;
+  Policy policy_;
+
+  std::mutex publish_mutex_;            // one publish at a time
+  std::shared_mutex snapshot_mutex_;    // exclusive while publish() encodes and replaces the snapshot
+  std::mutex full_mutex_;               // one full-transfer encoding at a time
+  host_snapshot snapshot_;
+
+  mutable std::mutex state_mutex_;      // everything below
+  std::condition_variable state_cv_;
+  std::list<std::unique_ptr<session>> sessions_;
+  std::deque<std::shared_ptr<version_stream>> history_;
+  std::shared_ptr<version_stream> full_;
+  std::vector<unsigned char> metadata_;
+  bool has_version_ = false;            // the snapshot holds a published version
+  std::uint64_t version_ = 0, checksum_ = 0;
+  bool has_latest_ = false;             // a version is published or being published
+  std::uint64_t latest_ = 0;
+  bool closing_ = false;
+  std::size_t next_id_ = 0;
+};
+
+}  // namespace sync
+SPARSESYNC_NS_END

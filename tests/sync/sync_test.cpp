@@ -1,0 +1,191 @@
+// The sync engine over the in-process transport: fan-out, atomic versions, catch-up, refusals.
+#include "../core/test_models.hpp"
+
+#include <doctest/doctest.h>
+#include <sparsesync/sync/receiver.hpp>
+#include <sparsesync/sync/sender.hpp>
+#include <sparsesync/transport/inproc.hpp>
+
+#include <atomic>
+#include <map>
+#include <set>
+#include <thread>
+
+using namespace sparsesync;
+using namespace sparsesync::test;
+using sync_sender = sync::sender<auto_encoder, fixed_bytes, inproc_transport>;
+using sync_receiver = sync::receiver<inproc_transport>;
+
+namespace {
+
+model_layout small_layout() {
+  return model_layout({{"emb", dtype::bf16, {64, 257}}, {"ln", dtype::bf16, {257}}, {"w", dtype::bf16, {257, 300}}, {"s", dtype::f32, {99}}});
+}
+
+std::uint64_t checksum_of(const host_model& m) {
+  std::uint64_t sum = 0;
+  for (std::size_t t = 0; t < m.layout.size(); ++t)
+    for (std::uint64_t i = 0; i < m.layout[t].numel(); ++i) sum += element_hash(m.layout.first_element(t) + i, m.get(t, i));
+  return sum;
+}
+
+// A rollout worker: a receiver thread applying versions, and a reader thread that checks it only ever sees
+// complete versions (content checksum equal to one the trainer published).
+struct worker {
+  host_model weights;
+  std::unique_ptr<sync_receiver> rx;
+  std::thread applier, reader;
+  std::atomic<bool> stop{false};
+  std::atomic<std::uint64_t> applied{0}, fulls{0}, torn{0}, reads{0};
+
+  worker(const model_layout& layout, inproc_transport link, sync::receiver_options opt = {}, const host_model* initial = nullptr)
+      : weights(initial ? *initial : host_model(layout)) {
+    auto views = weights.mutable_views();
+    rx = std::make_unique<sync_receiver>(layout, views, std::move(link), opt);
+  }
+  void start(const std::set<std::uint64_t>* valid, std::mutex* valid_mutex) {
+    applier = std::thread([this] {
+      try {
+        while (auto v = rx->next()) {
+          ++applied;
+          if (v->full) ++fulls;
+        }
+      } catch (const std::exception& e) {
+        MESSAGE("receiver stopped: " << e.what());
+      }
+    });
+    reader = std::thread([this, valid, valid_mutex] {
+      while (!stop) {
+        std::shared_lock lock(rx->weights_mutex());
+        if (!rx->has_version()) continue;
+        const auto sum = checksum_of(weights);
+        std::lock_guard g(*valid_mutex);
+        if (!valid->count(sum)) ++torn;
+        ++reads;
+      }
+    });
+  }
+  void join() {
+    stop = true;
+    if (applier.joinable()) applier.join();
+    if (reader.joinable()) reader.join();
+  }
+};
+
+}  // namespace
+
+TEST_CASE("one trainer, four receivers, many versions: all bit-identical, never a torn version") {
+  const auto layout = small_layout();
+  host_model trainer(layout);
+  fill_random(trainer, 1);
+  sync::sender_options so;
+  so.encode.log2_chunk = 10;
+  sync_sender tx(layout, so, fixed_bytes{16384});
+  std::set<std::uint64_t> valid;
+  std::mutex valid_mutex;
+  std::vector<std::unique_ptr<worker>> workers;
+  for (int i = 0; i < 4; ++i) {
+    auto [a, b] = make_inproc_pair();
+    tx.add_receiver(std::move(b));
+    workers.push_back(std::make_unique<worker>(layout, std::move(a)));
+    workers.back()->start(&valid, &valid_mutex);
+  }
+  REQUIRE(tx.wait_for_receivers(4, std::chrono::seconds(20)));
+  for (std::uint64_t v = 1; v <= 12; ++v) {
+    if (v > 1) perturb_ulp(trainer, 0.01, v);
+    {
+      std::lock_guard g(valid_mutex);
+      valid.insert(checksum_of(trainer));
+    }
+    const auto views = trainer.views();
+    const auto rep = tx.publish(v, views);
+    CHECK(rep.acknowledged == 4);
+    CHECK(rep.lagging == 0);
+    CHECK(rep.target_checksum == checksum_of(trainer));
+    if (v > 1) CHECK(rep.payload_bytes < layout.bytes() / 4);  // a patch, not the dense weights
+    for (auto& w : workers) {
+      std::shared_lock lock(w->rx->weights_mutex());
+      REQUIRE(w->rx->version() == v);
+      REQUIRE(w->weights == trainer);
+    }
+  }
+  tx.close();
+  for (auto& w : workers) {
+    w->join();
+    CHECK(w->applied == 12);
+    CHECK(w->fulls == 1);  // the first version only
+    CHECK(w->torn == 0);
+    CHECK(w->reads > 0);
+  }
+}
+
+TEST_CASE("a late receiver gets a full transfer, one a few versions behind replays kept patches") {
+  const auto layout = small_layout();
+  host_model trainer(layout);
+  fill_random(trainer, 2);
+  sync_sender tx(layout, {}, fixed_bytes{16384});
+  std::set<std::uint64_t> valid;
+  std::mutex valid_mutex;
+  host_model at_v2(layout);
+  for (std::uint64_t v = 1; v <= 6; ++v) {
+    if (v > 1) perturb_ulp(trainer, 0.02, 100 + v);
+    if (v == 2) at_v2 = trainer;
+    valid.insert(checksum_of(trainer));
+    const auto views = trainer.views();
+    tx.publish(v, views);
+  }
+  auto [a, b] = make_inproc_pair();
+  tx.add_receiver(std::move(b));
+  worker late(layout, std::move(a));
+  auto [c, d] = make_inproc_pair();
+  tx.add_receiver(std::move(d));
+  sync::receiver_options restored;
+  restored.has_version = true;
+  restored.version = 2;
+  worker behind(layout, std::move(c), restored, &at_v2);
+  late.start(&valid, &valid_mutex);
+  behind.start(&valid, &valid_mutex);
+  REQUIRE(tx.wait_for_receivers(2, std::chrono::seconds(20)));
+  CHECK(late.weights == trainer);
+  CHECK(behind.weights == trainer);
+  CHECK(late.fulls == 1);
+  CHECK(behind.fulls == 0);
+  CHECK(behind.applied == 4);  // 2->3->4->5->6
+  tx.close();
+  late.join();
+  behind.join();
+}
+
+TEST_CASE("a receiver whose weights are not the version it claims is refused the patch and healed by a full transfer") {
+  const auto layout = small_layout();
+  host_model trainer(layout);
+  fill_random(trainer, 3);
+  sync_sender tx(layout);
+  tx.publish(1, trainer.views());
+  host_model wrong = trainer;
+  wrong.set(2, 5, wrong.get(2, 5) ^ 1);
+  auto [a, b] = make_inproc_pair();
+  tx.add_receiver(std::move(b));
+  sync::receiver_options claim;
+  claim.has_version = true;
+  claim.version = 1;
+  worker w(layout, std::move(a), claim, &wrong);
+  std::set<std::uint64_t> valid{checksum_of(trainer)};
+  std::mutex m;
+  w.start(&valid, &m);
+  REQUIRE(tx.wait_for_receivers(1, std::chrono::seconds(20)));
+  CHECK(w.weights == trainer);
+  CHECK(w.fulls == 1);
+  tx.close();
+  w.join();
+}
+
+TEST_CASE("a receiver for another layout is refused at the handshake") {
+  sync_sender tx(small_layout());
+  auto [a, b] = make_inproc_pair();
+  tx.add_receiver(std::move(b));
+  host_model other(model_layout({{"x", dtype::bf16, {10}}}));
+  auto views = other.mutable_views();
+  CHECK_THROWS_AS(sync_receiver(other.layout, views, std::move(a)), sparsesync::error);
+  tx.close();
+}
