@@ -1,11 +1,11 @@
 // The real RL update stream in ../shared/data: every step, every encoder, bit-identical, in order.
 #include "test_models.hpp"
+#include "update_stream.hpp"
 
 #include <doctest/doctest.h>
-#include <nlohmann/json.hpp>
 
 #include <filesystem>
-#include <fstream>
+#include <cstring>
 
 using namespace sparsesync;
 using namespace sparsesync::test;
@@ -14,52 +14,12 @@ namespace {
 
 const std::filesystem::path stream_dir = std::filesystem::path(SPARSESYNC_SHARED_DIR) / "data" / "rl-gpt2-small-lr1e-6";
 
-std::vector<unsigned char> read_file(const std::filesystem::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-struct stream {
-  host_model base{model_layout{}};
-  std::vector<std::vector<std::pair<std::uint32_t, std::uint16_t>>> steps;
-};
-
-stream load() {
-  const auto manifest = nlohmann::json::parse(read_file(stream_dir / "manifest.json"));
-  std::vector<tensor_info> tensors;
-  for (const auto& t : manifest["tensors"]) tensors.push_back({t["name"], dtype::bf16, t["shape"].get<std::vector<std::uint64_t>>()});
-  stream s{host_model(model_layout(std::move(tensors)))};
-  const auto flat = read_file(stream_dir / "base.bf16");
-  REQUIRE(flat.size() == s.base.layout.numel() * 2);
-  std::size_t at = 0;
-  for (auto& t : s.base.tensors) {
-    std::copy(flat.begin() + at, flat.begin() + at + t.size(), t.begin());
-    at += t.size();
-  }
-  const auto patches = read_file(stream_dir / "patches.bin");
-  std::size_t p = 0;
-  while (p + 4 <= patches.size()) {
-    const auto count = detail::load_le<std::uint32_t>(patches.data() + p);
-    p += 4;
-    REQUIRE(p + 6ull * count <= patches.size());
-    std::vector<std::pair<std::uint32_t, std::uint16_t>> step(count);
-    for (std::uint32_t i = 0; i < count; ++i) {
-      step[i].first = detail::load_le<std::uint32_t>(patches.data() + p + 4ull * i);
-      step[i].second = detail::load_le<std::uint16_t>(patches.data() + p + 4ull * count + 2ull * i);
-    }
-    p += 6ull * count;
-    s.steps.push_back(std::move(step));
-  }
-  return s;
-}
-
-// Applies a step given as flat positions (the dataset's own format) to a model.
-void apply_flat(host_model& m, const std::vector<std::pair<std::uint32_t, std::uint16_t>>& step) {
-  std::size_t t = 0;
-  for (auto [pos, bits] : step) {
-    while (pos >= m.layout.first_element(t + 1)) ++t;
-    m.set(t, pos - m.layout.first_element(t), bits);
-  }
+// The stream's flat models as test models with one buffer per tensor.
+host_model to_model(const bench::update_stream& s, const std::vector<std::uint16_t>& flat) {
+  host_model m(s.layout);
+  for (std::size_t t = 0; t < s.layout.size(); ++t)
+    std::memcpy(m.tensors[t].data(), flat.data() + s.layout.first_element(t), m.tensors[t].size());
+  return m;
 }
 
 }  // namespace
@@ -69,14 +29,15 @@ TEST_CASE("real stream: all 24 steps, every encoder and value mode, applied in o
     MESSAGE("skipped: real update stream not found at " << stream_dir.string() << " (only present beside the project's checkout)");
     return;
   }
-  auto s = load();
+  const auto s = bench::load_update_stream(stream_dir);
   REQUIRE(s.steps.size() == 24);
-  host_model trainer = s.base;
-  host_model rx_raw = s.base, rx_auto = s.base;
+  std::vector<std::uint16_t> flat = s.base;
+  host_model trainer = to_model(s, flat);
+  host_model rx_raw = trainer, rx_auto = trainer;
   std::uint64_t known = 0;
   for (std::size_t step = 0; step < s.steps.size(); ++step) {
-    host_model next = trainer;
-    apply_flat(next, s.steps[step]);
+    s.apply(step, flat);
+    const host_model next = to_model(s, flat);
     const double changed = static_cast<double>(s.steps[step].size());
     // Every encoder and mode reproduces the step on a copy of the trainer's previous version.
     std::size_t best_single = SIZE_MAX, auto_size = 0;

@@ -6,13 +6,14 @@
 // from exactly lr (step 1) to a noise-averaged fraction of it.
 //
 // Model of one element j of tensor T at step t (all per-element arithmetic in FP32, in this order):
-//   g   = s_T * c_{T,t} * (rho_T * p_j + n_{j,t})     p_j ~ N(0,1) fixed, n_{j,t} ~ N(0,1) fresh each step
+//   g   = s_T * c_{T,t} * (rho_T * p_j + n_{j,t})     p_j = float(N(0,1)) fixed, n_{j,t} = float(N(0,1)) fresh each step
 //   w   = w * float(1 - lr*wd)                         (decoupled decay; a no-op in FP32 at lr 1e-6, as in PyTorch)
 //   m   = m + float(1 - beta1) * (g - m)
 //   v   = v * float(beta2) + float(1 - beta2) * g * g
 //   w   = w + float(-lr / (1 - beta1^t)) * m / (sqrt(v) / float(sqrt(1 - beta2^t)) + float(eps))
 // which is torch.optim.AdamW's single-tensor FP32 update. Random numbers: rng_streams.hpp. Results depend
-// only on the seed and options, never on the thread count.
+// only on the seed and options, never on the thread count. Memory: 16 bytes per element (master, m, v and
+// the persistent gradient direction, all FP32) plus the cast output.
 #pragma once
 
 #include <sparsesync/core/config.hpp>
@@ -69,6 +70,11 @@ struct adam_bf16_options {
   std::array<init_spec, tensor_kind_count> init = default_init_specs;  // indexed by tensor_kind
   // Per-tensor override hook, called once per tensor at construction (e.g. force a tensor's stddev).
   std::function<void(const tensor_info&, tensor_params&)> customize;
+  // Loaded weights only: a trainer's FP32 master lies anywhere in the rounding interval of the value it
+  // pushed, not on it. Starting exactly on representable values would need half an ULP of drift before
+  // anything changes and understates early density about twofold, so by default each master is placed
+  // uniformly inside its interval (init_value stream); false keeps the exact values.
+  bool dither_initial = true;
   unsigned threads = 0;  // 0: one per hardware core; the output is identical for every value
 };
 
@@ -149,6 +155,7 @@ class adam_bf16_model {
     master_.assign(L.numel(), 0.0f);
     m_.assign(L.numel(), 0.0f);
     v_.assign(L.numel(), 0.0f);
+    persistent_.assign(L.numel(), 0.0f);
     params_.resize(L.size());
     for (std::size_t t = 0; t < L.size(); ++t) {
       params_[t] = resolve_params(static_cast<std::uint32_t>(t), L[t]);
@@ -160,6 +167,7 @@ class adam_bf16_model {
         load_chunk(chunks_[c], (*initial)[chunks_[c].tensor]);
       else
         init_chunk(chunks_[c]);
+      init_persistent_chunk(chunks_[c]);
       cast_chunk(chunks_[c]);
     });
   }
@@ -221,8 +229,41 @@ class adam_bf16_model {
 
   void load_chunk(const chunk& c, const_tensor_view src) {
     float* w = master_.data() + layout().first_element(c.tensor);
-    for (std::uint64_t i = c.begin; i < c.end; ++i)
-      w[i] = std::bit_cast<float>(widen_to_f32_bits(src.dtype, load_bits(src, i)));
+    for (std::uint64_t i = c.begin; i < c.end; ++i) {
+      const std::uint32_t code = load_bits(src, i);
+      w[i] = std::bit_cast<float>(widen_to_f32_bits(src.dtype, code));
+      if (opts_.dither_initial && src.dtype != dtype::f32)
+        w[i] = dither(src.dtype, code, w[i], rng_word(opts_.seed, rng_stream::init_value, c.tensor, i, 0));
+    }
+  }
+
+  // A uniform point of the open interval between the midpoints to the neighbouring codes, kept only if it
+  // still casts to `code` (so the initial output equals the loaded weights bit for bit).
+  static float dither(sparsesync::dtype t, std::uint32_t code, float value, std::uint32_t word) {
+    if (!std::isfinite(value)) return value;
+    auto neighbour = [&](int dir) -> double {
+      std::uint32_t n = 0;
+      switch (size_of(t)) {
+        case 1: n = apply_ulp_delta<std::uint8_t>(static_cast<std::uint8_t>(code), static_cast<std::uint8_t>(dir)); break;
+        default: n = apply_ulp_delta<std::uint16_t>(static_cast<std::uint16_t>(code), static_cast<std::uint16_t>(dir)); break;
+      }
+      return static_cast<double>(std::bit_cast<float>(widen_to_f32_bits(t, n)));
+    };
+    const double down = neighbour(-1), up = neighbour(1);
+    if (!std::isfinite(down) || !std::isfinite(up)) return value;
+    const double lo = 0.5 * (down + value), hi = 0.5 * (value + up);
+    const float x = static_cast<float>(lo + (hi - lo) * uniform_open01(word));
+    return cast_f32_bits(t, std::bit_cast<std::uint32_t>(x)) == code ? x : value;
+  }
+
+  // The persistent direction never changes, so it is drawn once and kept: a third fewer random numbers
+  // per step for 4 bytes per element.
+  void init_persistent_chunk(const chunk& c) {
+    float* p = persistent_.data() + layout().first_element(c.tensor);
+    for (std::uint64_t blk = c.begin; blk < c.end; blk += 4) {
+      const philox_block pb = rng_block(opts_.seed, rng_stream::grad_persistent, c.tensor, blk >> 2, 0);
+      for (std::uint64_t i = blk; i < blk + 4 && i < c.end; ++i) p[i] = static_cast<float>(normal_from_u32(pb.v[i & 3]));
+    }
   }
 
   void update_chunk(const chunk& c, const step_scalars& s, float gscale) {
@@ -230,15 +271,14 @@ class adam_bf16_model {
     float* w = master_.data() + first;
     float* m = m_.data() + first;
     float* v = v_.data() + first;
+    const float* p = persistent_.data() + first;
     const float rho = static_cast<float>(params_[c.tensor].persistence);
     const auto step = static_cast<std::uint32_t>(step_);
     for (std::uint64_t blk = c.begin; blk < c.end; blk += 4) {
-      const philox_block pb = rng_block(opts_.seed, rng_stream::grad_persistent, c.tensor, blk >> 2, 0);
       const philox_block nb = rng_block(opts_.seed, rng_stream::grad_noise, c.tensor, blk >> 2, step);
       for (std::uint64_t i = blk; i < blk + 4 && i < c.end; ++i) {
-        const float zp = static_cast<float>(normal_from_u32(pb.v[i & 3]));
         const float zn = static_cast<float>(normal_from_u32(nb.v[i & 3]));
-        const float g = gscale * (rho * zp + zn);
+        const float g = gscale * (rho * p[i] + zn);
         w[i] = w[i] * s.decay;
         m[i] = m[i] + s.one_minus_beta1 * (g - m[i]);
         v[i] = v[i] * s.beta2 + s.one_minus_beta2 * g * g;
@@ -298,7 +338,7 @@ class adam_bf16_model {
 
   adam_bf16_options opts_;
   tensor_set out_;
-  std::vector<float> master_, m_, v_;
+  std::vector<float> master_, m_, v_, persistent_;  // flat, layout order
   std::vector<tensor_params> params_;
   std::vector<chunk> chunks_;
   std::uint64_t step_ = 0;

@@ -103,6 +103,7 @@ class sender {
       po.base_version = stream->base_version;
       po.target_version = version;
       po.metadata = metadata;
+      po.include_layout = false;  // the handshake already proved both sides hold this layout
       try {
         encode_stream(base, weights, po, *stream, report);
       } catch (...) {
@@ -253,6 +254,7 @@ class sender {
     po.base_version = 0;
     po.target_version = version;
     po.metadata = metadata;
+    po.include_layout = false;
     encode_stream(zero, snapshot_.views(), po, *stream, nullptr);
     std::lock_guard lock(state_mutex_);
     full_ = stream;

@@ -1,0 +1,222 @@
+// CPU codec benchmark: bits per changed element and ratio of every encoder x value mode, next to the i.i.d.
+// entropy floor and the PULSE-style baseline (zstd-1 over index deltas + raw BF16), on the real update
+// stream and on the Adam/BF16 generator at scale; single-threaded encode and apply+verify throughput.
+//
+//   codec_bench [--stream DIR] [--gen-elements N] [--gen-steps K] [--out results.json]
+#include "pulse_baseline.hpp"
+#include "update_stream.hpp"
+
+#include <sparsesync/gen/adam_bf16.hpp>
+#include <sparsesync/gen/layouts.hpp>
+#include <sparsesync/sparsesync.hpp>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+namespace ss = sparsesync;
+using json = nlohmann::json;
+
+namespace {
+
+struct flags {
+  std::string stream = std::string(SPARSESYNC_SHARED_DIR) + "/data/rl-gpt2-small-lr1e-6";
+  std::uint64_t gen_elements = 100'000'000;
+  int gen_steps = 3;
+  std::string out = "bench/results/cpu-codec.json";
+};
+
+double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+
+// i.i.d. floor in bits per change: H(mask)/k + H(ulp distance), from the model and the change histogram.
+double iid_floor(std::uint64_t n, std::uint64_t k, const std::map<std::int64_t, std::uint64_t>& hist) {
+  if (k == 0 || k == n) return 0;
+  const double p = static_cast<double>(k) / static_cast<double>(n);
+  const double mask = static_cast<double>(n) * (-p * std::log2(p) - (1 - p) * std::log2(1 - p)) / static_cast<double>(k);
+  double h = 0;
+  for (const auto& [d, c] : hist) {
+    const double q = static_cast<double>(c) / static_cast<double>(k);
+    h -= q * std::log2(q);
+  }
+  return mask + h;
+}
+
+template <class W>
+void histogram(const ss::const_tensor_view& a, const ss::const_tensor_view& b, std::uint64_t& k, std::map<std::int64_t, std::uint64_t>& hist) {
+  const auto* x = static_cast<const W*>(a.data);
+  const auto* y = static_cast<const W*>(b.data);
+  for (std::uint64_t i = 0; i < a.numel; ++i) {
+    if (x[i] == y[i]) continue;
+    ++k;
+    const auto d = static_cast<std::make_signed_t<W>>(ss::ulp_delta<W>(x[i], y[i]));
+    ++hist[d];
+  }
+}
+
+template <class Sel>
+json measure(const ss::model_layout& layout, std::span<const ss::const_tensor_view> base, std::span<const ss::const_tensor_view> target,
+             ss::value_mode mode, std::uint64_t changed) {
+  ss::patch_options o;
+  o.encode.mode = mode;
+  double t0 = now_s();
+  const auto patch = ss::encode_patch<Sel>(layout, base, target, o);
+  const double enc = now_s() - t0;
+  // Apply into a copy of the base, verifying base and target checksums as a receiver does.
+  std::vector<std::vector<unsigned char>> copy(layout.size());
+  std::vector<ss::tensor_view> views(layout.size());
+  for (std::size_t t = 0; t < layout.size(); ++t) {
+    copy[t].assign(static_cast<const unsigned char*>(base[t].data), static_cast<const unsigned char*>(base[t].data) + layout[t].bytes());
+    views[t] = {copy[t].data(), layout[t].numel(), layout[t].dtype};
+  }
+  t0 = now_s();
+  const auto rep = ss::apply_patch(patch, layout, views);
+  const double dec = now_s() - t0;
+  bool identical = rep.changed == changed;
+  for (std::size_t t = 0; t < layout.size(); ++t) identical = identical && std::memcmp(copy[t].data(), target[t].data, layout[t].bytes()) == 0;
+  if (!identical) throw ss::error(ss::errc::target_mismatch, "benchmark round trip is not bit-identical");
+  const double dense = static_cast<double>(layout.bytes());
+  return {{"encoder", std::string(Sel::name)},
+          {"values", std::string(ss::to_string(mode))},
+          {"payload_bytes", patch.size()},
+          {"bits_per_change", changed ? 8.0 * static_cast<double>(patch.size()) / static_cast<double>(changed) : 0.0},
+          {"ratio_vs_dense", dense / static_cast<double>(patch.size())},
+          {"encode_seconds", enc},
+          {"apply_verify_seconds", dec},
+          {"encode_gbps_of_weights", dense / enc / 1e9},
+          {"apply_verify_gbps_of_weights", dense / dec / 1e9},
+          {"bit_identical", identical}};
+}
+
+json measure_all(const ss::model_layout& layout, std::span<const ss::const_tensor_view> base, std::span<const ss::const_tensor_view> target,
+                 std::uint64_t changed) {
+  json rows = json::array();
+  for (auto mode : {ss::value_mode::absolute, ss::value_mode::ulp}) {
+    rows.push_back(measure<ss::raw_index32>(layout, base, target, mode, changed));
+    rows.push_back(measure<ss::bitmap>(layout, base, target, mode, changed));
+    rows.push_back(measure<ss::delta_varint>(layout, base, target, mode, changed));
+    rows.push_back(measure<ss::rice>(layout, base, target, mode, changed));
+    rows.push_back(measure<ss::auto_encoder>(layout, base, target, mode, changed));
+  }
+  return rows;
+}
+
+json step_record(const ss::model_layout& layout, std::span<const ss::const_tensor_view> base, std::span<const ss::const_tensor_view> target,
+                 const std::vector<std::pair<std::uint32_t, std::uint16_t>>* flat_changes) {
+  std::uint64_t k = 0;
+  std::map<std::int64_t, std::uint64_t> hist;
+  for (std::size_t t = 0; t < layout.size(); ++t) {
+    switch (ss::size_of(layout[t].dtype)) {
+      case 1: histogram<std::uint8_t>(base[t], target[t], k, hist); break;
+      case 2: histogram<std::uint16_t>(base[t], target[t], k, hist); break;
+      default: histogram<std::uint32_t>(base[t], target[t], k, hist); break;
+    }
+  }
+  const std::uint64_t n = layout.numel();
+  std::uint64_t within1 = 0, within2 = 0;
+  for (const auto& [d, c] : hist) {
+    if (std::llabs(d) <= 1) within1 += c;
+    if (std::llabs(d) <= 2) within2 += c;
+  }
+  json r = {{"numel", n},
+            {"changed", k},
+            {"density", static_cast<double>(k) / static_cast<double>(n)},
+            {"share_within_1_ulp", k ? static_cast<double>(within1) / static_cast<double>(k) : 0.0},
+            {"share_within_2_ulp", k ? static_cast<double>(within2) / static_cast<double>(k) : 0.0},
+            {"iid_floor_bits_per_change", iid_floor(n, k, hist)},
+            {"encoders", measure_all(layout, base, target, k)}};
+  if (flat_changes) {
+    const auto pulse = ss::bench::pulse_style_bytes(layout, *flat_changes);
+    r["pulse_style_bytes"] = pulse;
+    r["pulse_style_bits_per_change"] = 8.0 * static_cast<double>(pulse) / static_cast<double>(k);
+  }
+  return r;
+}
+
+std::string cpu_name() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
+  return "unknown";
+}
+
+void print_rows(const json& step, const char* label) {
+  std::printf("%s: %llu changed of %llu (%.3f%%), i.i.d. floor %.2f bits/change", label, step["changed"].get<unsigned long long>(),
+              step["numel"].get<unsigned long long>(), 100.0 * step["density"].get<double>(), step["iid_floor_bits_per_change"].get<double>());
+  if (step.contains("pulse_style_bits_per_change")) std::printf(", PULSE-style %.2f", step["pulse_style_bits_per_change"].get<double>());
+  std::printf("\n");
+  for (const auto& e : step["encoders"])
+    std::printf("  %-7s %-8s %7.2f bits/change  %7.1fx  encode %6.3f GB/s  apply+verify %6.3f GB/s\n", e["encoder"].get<std::string>().c_str(),
+                e["values"].get<std::string>().c_str(), e["bits_per_change"].get<double>(), e["ratio_vs_dense"].get<double>(),
+                e["encode_gbps_of_weights"].get<double>(), e["apply_verify_gbps_of_weights"].get<double>());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) try {
+  flags f;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string a = argv[i];
+    if (a == "--stream") f.stream = argv[i + 1];
+    else if (a == "--gen-elements") f.gen_elements = std::stoull(argv[i + 1]);
+    else if (a == "--gen-steps") f.gen_steps = std::stoi(argv[i + 1]);
+    else if (a == "--out") f.out = argv[i + 1];
+    else throw std::invalid_argument("unknown option " + a);
+  }
+  json result = {{"benchmark", "cpu-codec"},
+                 {"machine", {{"cpu", cpu_name()}, {"hardware_threads", std::thread::hardware_concurrency()}}},
+                 {"timestamp_unix", static_cast<long long>(std::time(nullptr))},
+                 {"threads_used", 1}};
+
+  if (std::filesystem::exists(std::filesystem::path(f.stream) / "patches.bin")) {
+    const auto s = ss::bench::load_update_stream(f.stream);
+    json steps = json::array();
+    std::vector<std::uint16_t> prev = s.base, next = s.base;
+    for (std::size_t i = 0; i < s.steps.size(); ++i) {
+      s.apply(i, next);
+      auto r = step_record(s.layout, s.views(prev), s.views(next), &s.steps[i]);
+      r["step"] = i + 1;
+      if (i == 0 || i == 11 || i + 1 == s.steps.size()) print_rows(r, ("real stream step " + std::to_string(i + 1)).c_str());
+      steps.push_back(std::move(r));
+      prev = next;
+    }
+    result["real_stream"] = {{"path", std::filesystem::path(f.stream).filename().string()}, {"steps", steps}};
+  } else {
+    std::printf("real stream not found at %s: skipped\n", f.stream.c_str());
+  }
+
+  // The generator at scale: a GPT-shaped model of about gen_elements parameters.
+  const std::uint64_t hidden = 1024;
+  const std::uint64_t vocab = 32000;
+  const std::uint64_t per_layer = 12 * hidden * hidden;
+  const std::uint64_t layers = std::max<std::uint64_t>(1, (f.gen_elements > vocab * hidden ? f.gen_elements - vocab * hidden : 0) / per_layer);
+  const auto layout = ss::gen::make_gpt_like_layout(hidden, layers, vocab);
+  ss::gen::adam_bf16_options gopt;
+  gopt.seed = 7;
+  gopt.lr = 1e-6;
+  ss::gen::adam_bf16_model model(layout, gopt);
+  json gen_steps = json::array();
+  for (int step = 1; step <= f.gen_steps; ++step) {
+    const auto before = model.snapshot();
+    model.step();
+    auto r = step_record(layout, before.views(), model.views(), nullptr);
+    r["step"] = step;
+    print_rows(r, ("generator step " + std::to_string(step)).c_str());
+    gen_steps.push_back(std::move(r));
+  }
+  result["generator"] = {{"layout", "gpt2-like hidden " + std::to_string(hidden) + ", layers " + std::to_string(layers) + ", vocab " +
+                                        std::to_string(vocab)},
+                         {"numel", layout.numel()},
+                         {"lr", gopt.lr},
+                         {"steps", gen_steps}};
+  std::ofstream(f.out) << result.dump(1) << "\n";
+  std::printf("wrote %s\n", f.out.c_str());
+  return 0;
+} catch (const std::exception& e) {
+  std::fprintf(stderr, "codec_bench: %s\n", e.what());
+  return 1;
+}

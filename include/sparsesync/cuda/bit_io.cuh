@@ -1,0 +1,232 @@
+// Sequential bit I/O for one chunk's data, run by one thread (the chunk-level kernels give each thread a chunk).
+//
+// chunk_writer: LSB-first bit stream (FORMAT.md: stream bit i is bit i % 8 of byte i / 8), emitted in 64-bit
+// words. Each word is fed to the chunk's XXH64 (seed = chunk index, entry word first) and stored with aligned
+// 8-byte stores whatever the alignment of the chunk's first byte: bytes shared with a neighbouring chunk's
+// aligned word are written one by one, so two threads never store to the same word. A writer never writes
+// outside [dst, dst + cap): a stream that would run past `cap` only clears ok().
+//
+// bit_reader: reads a byte range with aligned 4-byte loads where it can and single bytes at the edges, never
+// touching a byte outside [begin, end) (compute-sanitizer memcheck checks exact allocation sizes). Reading
+// past the end sets a sticky failure flag, as the host reader does.
+#pragma once
+
+#include <sparsesync/cuda/xxh64.cuh>
+
+SPARSESYNC_NS_BEGIN
+namespace cuda {
+namespace detail {
+
+template <bool Store, bool Hash>
+class chunk_writer {
+ public:
+  SPARSESYNC_DEVICE chunk_writer(unsigned char* dst, std::uint64_t cap, std::uint64_t seed, std::uint64_t entry_word)
+      : dst_(dst), cap_(cap), hash_(seed) {
+    a_ = static_cast<unsigned>(reinterpret_cast<std::uintptr_t>(dst) & 7u);
+    if constexpr (Hash) hash_.update_word(entry_word);
+  }
+
+  // Appends the low n bits of v (n <= 32; higher bits of v must be zero).
+  SPARSESYNC_DEVICE void put(std::uint64_t v, unsigned n) {
+    acc_ |= v << fill_;
+    fill_ += n;
+    if (fill_ >= 64) {
+      emit(acc_);
+      fill_ -= 64;
+      acc_ = fill_ ? (v >> (n - fill_)) : 0;
+    }
+  }
+  SPARSESYNC_DEVICE void put_byte(unsigned b) { put(b, 8); }
+  SPARSESYNC_DEVICE void put_ones(unsigned n) { put((std::uint64_t{1} << n) - 1, n); }  // n <= 32
+
+  SPARSESYNC_DEVICE void put_varint(std::uint64_t v) {
+    while (v >= 0x80) {
+      put_byte(static_cast<unsigned>(v & 0x7F) | 0x80u);
+      v >>= 7;
+    }
+    put_byte(static_cast<unsigned>(v));
+  }
+
+  // Pads to a whole byte and writes what is left. Returns true when exactly `cap` bytes were produced.
+  SPARSESYNC_DEVICE bool finish() {
+    const unsigned tail = (fill_ + 7) / 8;
+    const std::uint64_t base = 8 * words_;
+    if constexpr (Store) {
+      if (a_ != 0 && words_ > 0) {
+        for (unsigned i = 0; i < a_; ++i) store_byte(base - a_ + i, static_cast<unsigned char>(carry_ >> (8 * i)));
+      }
+      for (unsigned j = 0; j < tail; ++j) store_byte(base + j, static_cast<unsigned char>(acc_ >> (8 * j)));
+    }
+    if constexpr (Hash) hash_.update_bytes(acc_, tail);
+    total_ = base + tail;
+    return ok_ && (!Store || total_ == cap_);
+  }
+
+  [[nodiscard]] SPARSESYNC_DEVICE std::uint64_t bytes() const { return total_; }
+  [[nodiscard]] SPARSESYNC_DEVICE std::uint64_t bits() const { return 64 * words_ + fill_; }
+  [[nodiscard]] SPARSESYNC_DEVICE std::uint64_t digest() const { return hash_.digest(); }
+
+ private:
+  SPARSESYNC_DEVICE void store_byte(std::uint64_t at, unsigned char b) {
+    if (at < cap_)
+      dst_[at] = b;
+    else
+      ok_ = false;
+  }
+
+  SPARSESYNC_DEVICE void emit(std::uint64_t w) {
+    if constexpr (Hash) hash_.update_word(w);
+    if constexpr (Store) {
+      const std::uint64_t k = words_;
+      if (8 * k + 8 > cap_) {
+        ok_ = false;
+      } else if (a_ == 0) {
+        *reinterpret_cast<std::uint64_t*>(dst_ + 8 * k) = w;
+      } else if (k == 0) {
+        for (unsigned i = 0; i < 8 - a_; ++i) dst_[i] = static_cast<unsigned char>(w >> (8 * i));
+        carry_ = w >> (8 * (8 - a_));
+      } else {
+        *reinterpret_cast<std::uint64_t*>(dst_ - a_ + 8 * k) = carry_ | (w << (8 * a_));
+        carry_ = w >> (8 * (8 - a_));
+      }
+    }
+    ++words_;
+  }
+
+  unsigned char* dst_;
+  std::uint64_t cap_;
+  xxh64_state hash_;
+  std::uint64_t acc_ = 0;
+  std::uint64_t carry_ = 0;
+  std::uint64_t words_ = 0;
+  std::uint64_t total_ = 0;
+  unsigned fill_ = 0;
+  unsigned a_ = 0;
+  bool ok_ = true;
+};
+
+class bit_reader {
+ public:
+  SPARSESYNC_DEVICE bit_reader(const unsigned char* begin, const unsigned char* end) : begin_(begin), p_(begin), end_(end) {}
+
+  // Reads n <= 32 bits.
+  SPARSESYNC_DEVICE std::uint32_t get(unsigned n) {
+    refill();
+    if (fill_ < n) {
+      failed_ = true;
+      return 0;
+    }
+    const std::uint32_t v = static_cast<std::uint32_t>(acc_ & ((std::uint64_t{1} << n) - 1));
+    consume(n);
+    return v;
+  }
+
+  // Leading one bits up to `limit` (<= 32); below the limit the terminating zero is consumed too.
+  SPARSESYNC_DEVICE unsigned get_unary(unsigned limit) {
+    unsigned q = 0;
+    for (;;) {
+      refill();
+      if (fill_ == 0) {
+        failed_ = true;
+        return q;
+      }
+      const std::uint64_t inv = ~acc_;
+      unsigned ones = inv == 0 ? 64u : static_cast<unsigned>(__ffsll(static_cast<long long>(inv)) - 1);
+      if (ones > fill_) ones = fill_;
+      if (ones >= limit - q) {
+        consume(limit - q);
+        return limit;
+      }
+      consume(ones);
+      q += ones;
+      if (fill_ > 0) {
+        consume(1);
+        return q;
+      }
+    }
+  }
+
+  [[nodiscard]] SPARSESYNC_DEVICE bool failed() const { return failed_; }
+  // Every byte consumed.
+  [[nodiscard]] SPARSESYNC_DEVICE bool at_end() {
+    refill();
+    return p_ == end_ && fill_ == 0;
+  }
+  // Only zero padding inside the final byte is left.
+  [[nodiscard]] SPARSESYNC_DEVICE bool at_padded_end() {
+    refill();
+    return p_ == end_ && fill_ < 8 && acc_ == 0;
+  }
+  // Bits consumed since `begin`.
+  [[nodiscard]] SPARSESYNC_DEVICE std::uint64_t position_bits() const {
+    return 8 * static_cast<std::uint64_t>(p_ - begin_) - fill_;
+  }
+  [[nodiscard]] SPARSESYNC_DEVICE std::uint64_t remaining_bytes() const { return static_cast<std::uint64_t>(end_ - p_) + fill_ / 8; }
+
+ private:
+  SPARSESYNC_DEVICE void consume(unsigned n) {
+    acc_ = n >= 64 ? 0 : acc_ >> n;
+    fill_ -= n;
+  }
+  SPARSESYNC_DEVICE void refill() {
+    while (fill_ <= 56 && p_ != end_) {
+      if (fill_ <= 32 && (reinterpret_cast<std::uintptr_t>(p_) & 3u) == 0 && end_ - p_ >= 4) {
+        acc_ |= static_cast<std::uint64_t>(*reinterpret_cast<const std::uint32_t*>(p_)) << fill_;
+        fill_ += 32;
+        p_ += 4;
+      } else {
+        acc_ |= static_cast<std::uint64_t>(*p_) << fill_;
+        fill_ += 8;
+        ++p_;
+      }
+    }
+  }
+
+  const unsigned char* begin_;
+  const unsigned char* p_;
+  const unsigned char* end_;
+  std::uint64_t acc_ = 0;
+  unsigned fill_ = 0;
+  bool failed_ = false;
+};
+
+enum class varint_status : unsigned { ok, truncated, overlong, overflow };
+
+// LEB128 with the host decoder's rules (codec/varint.hpp): canonical, fitting `max_bits`.
+SPARSESYNC_DEVICE varint_status read_varint(bit_reader& r, unsigned max_bits, std::uint64_t& value) {
+  std::uint64_t v = 0;
+  unsigned shift = 0;
+  for (;;) {
+    const unsigned b = r.get(8);
+    if (r.failed()) return varint_status::truncated;
+    const std::uint64_t group = b & 0x7Fu;
+    if (shift >= max_bits || (shift > 0 && max_bits - shift < 7 && (group >> (max_bits - shift)) != 0)) return varint_status::overflow;
+    v |= group << shift;
+    if (!(b & 0x80u)) {
+      if (group == 0 && shift > 0) return varint_status::overlong;
+      break;
+    }
+    shift += 7;
+  }
+  value = v;
+  return varint_status::ok;
+}
+
+// XXH64(seed, entry_word || bytes[0, n)) of device bytes: the per-chunk share of a payload checksum.
+SPARSESYNC_DEVICE std::uint64_t hash_chunk(std::uint64_t seed, std::uint64_t entry_word, const unsigned char* p, std::uint64_t n) {
+  xxh64_state h(seed);
+  h.update_word(entry_word);
+  bit_reader r(p, p + n);
+  std::uint64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const std::uint64_t lo = r.get(32);
+    const std::uint64_t hi = r.get(32);
+    h.update_word(lo | (hi << 32));
+  }
+  for (; i < n; ++i) h.update_byte(static_cast<unsigned char>(r.get(8)));
+  return h.digest();
+}
+
+}  // namespace detail
+}  // namespace cuda
+SPARSESYNC_NS_END
