@@ -11,15 +11,17 @@
 //   m   = m + float(1 - beta1) * (g - m)
 //   v   = v * float(beta2) + float(1 - beta2) * g * g
 //   w   = w + float(-lr / (1 - beta1^t)) * m / (sqrt(v) / float(sqrt(1 - beta2^t)) + float(eps))
-// which is torch.optim.AdamW's single-tensor FP32 update. Random numbers: rng_streams.hpp. Results depend
-// only on the seed and options, never on the thread count. Memory: 16 bytes per element (master, m, v and
-// the persistent gradient direction, all FP32) plus the cast output.
+// which is torch.optim.AdamW's single-tensor FP32 update, with no product fused into an add (exact_math.hpp).
+// Random numbers: rng_streams.hpp. Results depend only on the seed and options, never on the thread count
+// or the compiler. Memory: 16 bytes per element (master, m, v and the persistent gradient direction, all
+// FP32) plus the cast output.
 #pragma once
 
 #include <sparsesync/core/config.hpp>
 #include <sparsesync/core/dtype.hpp>
 #include <sparsesync/core/error.hpp>
 #include <sparsesync/core/layout.hpp>
+#include <sparsesync/gen/exact_math.hpp>
 #include <sparsesync/gen/float_cast.hpp>
 #include <sparsesync/gen/normal.hpp>
 #include <sparsesync/gen/parallel.hpp>
@@ -126,8 +128,8 @@ class adam_bf16_model {
   [[nodiscard]] std::span<const std::uint16_t> bf16(std::size_t i) const { return typed<std::uint16_t>(i, dtype::bf16); }
   [[nodiscard]] std::span<const std::uint16_t> f16(std::size_t i) const { return typed<std::uint16_t>(i, dtype::f16); }
   [[nodiscard]] std::span<const float> f32(std::size_t i) const {
-    const auto w = typed<std::uint32_t>(i, dtype::f32);
-    return {reinterpret_cast<const float*>(w.data()), w.size()};
+    (void)typed<std::uint32_t>(i, dtype::f32);
+    return {static_cast<const float*>(out_.tensor(i).data), layout()[i].numel()};
   }
   // The FP32 master copy of tensor i.
   [[nodiscard]] std::span<const float> master(std::size_t i) const {
@@ -188,7 +190,7 @@ class adam_bf16_model {
     tensor_params p;
     p.kind = classify_tensor(info.name);
     const init_spec& s = opts_.init[static_cast<std::size_t>(p.kind)];
-    p.mean = s.mean + s.mean_jitter * tensor_normal(opts_.seed, t, tensor_param_id::init_mean);
+    p.mean = s.mean + detail::mul(s.mean_jitter, tensor_normal(opts_.seed, t, tensor_param_id::init_mean));
     p.stddev = s.stddev * detail::exp2_det(s.stddev_jitter_log2 * tensor_normal(opts_.seed, t, tensor_param_id::init_stddev));
     p.outlier_fraction = s.outlier_fraction;
     p.outlier_scale = s.outlier_scale;
@@ -205,7 +207,7 @@ class adam_bf16_model {
     const double t = static_cast<double>(step_);
     const double bc1 = 1.0 - std::pow(opts_.beta1, t);
     const double bc2 = 1.0 - std::pow(opts_.beta2, t);
-    return {static_cast<float>(1.0 - opts_.lr * opts_.weight_decay), static_cast<float>(1.0 - opts_.beta1),
+    return {static_cast<float>(1.0 - detail::mul(opts_.lr, opts_.weight_decay)), static_cast<float>(1.0 - opts_.beta1),
             static_cast<float>(opts_.beta2), static_cast<float>(1.0 - opts_.beta2), static_cast<float>(-opts_.lr / bc1),
             static_cast<float>(std::sqrt(bc2)), static_cast<float>(opts_.eps)};
   }
@@ -214,7 +216,7 @@ class adam_bf16_model {
     const tensor_params& p = params_[c.tensor];
     // Scale the mixture so the tensor's standard deviation stays `stddev` whatever the outlier share.
     const double f = p.outlier_fraction, k = p.outlier_scale;
-    const double unit = p.stddev / std::sqrt(1.0 - f + f * k * k);
+    const double unit = p.stddev / std::sqrt(1.0 - f + detail::mul(f * k, k));
     const double threshold = std::ldexp(f, 32);
     float* w = master_.data() + layout().first_element(c.tensor);
     for (std::uint64_t blk = c.begin; blk < c.end; blk += 4) {
@@ -222,7 +224,7 @@ class adam_bf16_model {
       const philox_block o = rng_block(opts_.seed, rng_stream::init_outlier, c.tensor, blk >> 2, 0);
       for (std::uint64_t i = blk; i < blk + 4 && i < c.end; ++i) {
         const double scale = static_cast<double>(o.v[i & 3]) < threshold ? unit * k : unit;
-        w[i] = static_cast<float>(p.mean + scale * normal_from_u32(z.v[i & 3]));
+        w[i] = static_cast<float>(p.mean + detail::mul(scale, normal_from_u32(z.v[i & 3])));
       }
     }
   }
@@ -251,8 +253,8 @@ class adam_bf16_model {
     };
     const double down = neighbour(-1), up = neighbour(1);
     if (!std::isfinite(down) || !std::isfinite(up)) return value;
-    const double lo = 0.5 * (down + value), hi = 0.5 * (value + up);
-    const float x = static_cast<float>(lo + (hi - lo) * uniform_open01(word));
+    const double lo = detail::mul(0.5, down + value), hi = detail::mul(0.5, value + up);
+    const float x = static_cast<float>(lo + detail::mul(hi - lo, uniform_open01(word)));
     return cast_f32_bits(t, std::bit_cast<std::uint32_t>(x)) == code ? x : value;
   }
 
@@ -278,10 +280,11 @@ class adam_bf16_model {
       const philox_block nb = rng_block(opts_.seed, rng_stream::grad_noise, c.tensor, blk >> 2, step);
       for (std::uint64_t i = blk; i < blk + 4 && i < c.end; ++i) {
         const float zn = static_cast<float>(normal_from_u32(nb.v[i & 3]));
-        const float g = gscale * (rho * p[i] + zn);
-        w[i] = w[i] * s.decay;
-        m[i] = m[i] + s.one_minus_beta1 * (g - m[i]);
-        v[i] = v[i] * s.beta2 + s.one_minus_beta2 * g * g;
+        using detail::mul;
+        const float g = mul(gscale, mul(rho, p[i]) + zn);
+        w[i] = mul(w[i], s.decay);
+        m[i] = m[i] + mul(s.one_minus_beta1, g - m[i]);
+        v[i] = mul(v[i], s.beta2) + mul(s.one_minus_beta2 * g, g);
         const float denom = std::sqrt(v[i]) / s.bc2_sqrt + s.eps;
         w[i] = w[i] + s.neg_step_size * m[i] / denom;
       }
@@ -303,8 +306,8 @@ class adam_bf16_model {
         break;
       }
       case dtype::f32: {
-        auto* o = static_cast<std::uint32_t*>(out.data);
-        for (std::uint64_t i = c.begin; i < c.end; ++i) o[i] = std::bit_cast<std::uint32_t>(w[i]);
+        auto* o = static_cast<float*>(out.data);
+        for (std::uint64_t i = c.begin; i < c.end; ++i) o[i] = w[i];
         break;
       }
       case dtype::f8_e4m3: {

@@ -1,11 +1,11 @@
 // Uniform and normal variates from 32-bit random words, built only from IEEE-754 double operations that
 // are correctly rounded everywhere (+, -, *, /, sqrt) and exact bit manipulation. Library log/exp/sin
-// differ in their last bits between glibc, other libms and CUDA; these do not, so a GPU port reproduces the
-// generator bit for bit (provided the compiler does not contract a*b+c into an FMA: -ffp-contract=off on
-// the host when the build enables FMA instructions, __dmul_rn/__dadd_rn or --fmad=false under nvcc).
+// differ in their last bits between glibc, other libms and CUDA; these do not, and with every product
+// kept unfused (exact_math.hpp) a GPU port or another compiler reproduces the generator bit for bit.
 #pragma once
 
 #include <sparsesync/core/config.hpp>
+#include <sparsesync/gen/exact_math.hpp>
 
 #include <bit>
 #include <cmath>
@@ -19,7 +19,7 @@ inline constexpr double ln2 = 0.6931471805599453094;
 
 // Natural log of a positive, finite, normal double to ~1e-16 relative: x = 2^e * m with m in
 // [sqrt(1/2), sqrt(2)), log m = 2 atanh(s), s = (m-1)/(m+1), |s| < 0.172, so 12 odd terms suffice.
-SPARSESYNC_HD constexpr double log_det(double x) {
+SPARSESYNC_HD double log_det(double x) {
   const std::uint64_t bits = std::bit_cast<std::uint64_t>(x);
   int e = static_cast<int>((bits >> 52) & 0x7FF) - 1023;
   double m = std::bit_cast<double>((bits & 0x000FFFFFFFFFFFFFull) | 0x3FF0000000000000ull);
@@ -30,17 +30,17 @@ SPARSESYNC_HD constexpr double log_det(double x) {
   const double s = (m - 1.0) / (m + 1.0);
   const double s2 = s * s;
   double series = 1.0 / 25.0;
-  for (int k = 11; k >= 0; --k) series = series * s2 + 1.0 / (2 * k + 1);
-  return static_cast<double>(e) * ln2 + 2.0 * s * series;
+  for (int k = 11; k >= 0; --k) series = mul_add(series, s2, 1.0 / (2 * k + 1));
+  return mul_add(static_cast<double>(e), ln2, mul(2.0 * s, series));
 }
 
 // 2^x for |x| < 1000, ~1e-16 relative: 2^x = 2^k * e^(f ln2) with |f| <= 1/2, Taylor to degree 16.
-SPARSESYNC_HD constexpr double exp2_det(double x) {
+SPARSESYNC_HD double exp2_det(double x) {
   const double kd = x >= 0 ? static_cast<double>(static_cast<long long>(x + 0.5))
                            : -static_cast<double>(static_cast<long long>(-x + 0.5));
   const double r = (x - kd) * ln2;
   double sum = 1.0;
-  for (int n = 16; n >= 1; --n) sum = 1.0 + sum * r / n;
+  for (int n = 16; n >= 1; --n) sum = 1.0 + mul(sum, r) / n;
   const int k = static_cast<int>(kd);
   // Scale by 2^k through the exponent field; split in two so intermediate factors stay normal.
   const int k1 = k / 2, k2 = k - k1;
@@ -72,14 +72,18 @@ SPARSESYNC_HD double normal_from_u32(std::uint32_t u) {
   const bool upper = u >= 0x80000000u;
   const double p = uniform_open01(upper ? ~u : u);
   double z = 0;
+  using detail::mul_add;
   if (p < p_low) {
     const double q = std::sqrt(-2.0 * detail::log_det(p));
-    z = (((((c0 * q + c1) * q + c2) * q + c3) * q + c4) * q + c5) / ((((d0 * q + d1) * q + d2) * q + d3) * q + 1.0);
+    const double num = mul_add(mul_add(mul_add(mul_add(mul_add(c0, q, c1), q, c2), q, c3), q, c4), q, c5);
+    const double den = mul_add(mul_add(mul_add(mul_add(d0, q, d1), q, d2), q, d3), q, 1.0);
+    z = num / den;
   } else {
     const double q = p - 0.5;
     const double r = q * q;
-    z = (((((a0 * r + a1) * r + a2) * r + a3) * r + a4) * r + a5) * q /
-        (((((b0 * r + b1) * r + b2) * r + b3) * r + b4) * r + 1.0);
+    const double num = mul_add(mul_add(mul_add(mul_add(mul_add(a0, r, a1), r, a2), r, a3), r, a4), r, a5);
+    const double den = mul_add(mul_add(mul_add(mul_add(mul_add(b0, r, b1), r, b2), r, b3), r, b4), r, 1.0);
+    z = num * q / den;
   }
   return upper ? -z : z;
 }

@@ -21,7 +21,7 @@ namespace gen {
 
 // Part of the stream's definition: never renumber.
 enum class rng_stream : std::uint32_t {
-  init_value = 1,       // z of each element's initial value
+  init_value = 1,       // z of each element's initial value; for loaded weights, the dither position
   init_outlier = 2,     // word < outlier_fraction * 2^32 marks an outlier
   grad_persistent = 3,  // the element's persistent gradient direction (same every step)
   grad_noise = 4,       // the element's gradient noise at `step` (1-based)
