@@ -3,6 +3,7 @@
 
 #include <doctest/doctest.h>
 #include <sparsesync/sync/receiver.hpp>
+#include <sparsesync/sync/relay.hpp>
 #include <sparsesync/sync/sender.hpp>
 #include <sparsesync/transport/inproc.hpp>
 
@@ -191,4 +192,60 @@ TEST_CASE("a receiver for another layout is refused at the handshake") {
   auto views = other.mutable_views();
   CHECK_THROWS_AS(sync_receiver(other.layout, views, std::move(a)), sparsesync::error);
   tx.close();
+}
+
+TEST_CASE("a relay tree: the trainer sends one copy, two leaves behind the relay stay bit-identical") {
+  using relay_t = sync::relay<auto_encoder, fixed_bytes, inproc_transport, inproc_transport>;
+  const auto layout = small_layout();
+  host_model trainer(layout);
+  fill_random(trainer, 4);
+  sync_sender tx(layout);
+  auto [up_rx, up_tx] = make_inproc_pair();
+  tx.add_receiver(std::move(up_tx));
+  host_model relay_weights(layout);
+  auto relay_views = relay_weights.mutable_views();
+  relay_t relay(layout, relay_views, std::move(up_rx));
+  std::thread relay_thread([&] { relay.run(); });
+  std::set<std::uint64_t> valid;
+  std::mutex valid_mutex;
+  std::vector<std::unique_ptr<worker>> leaves;
+  for (int i = 0; i < 2; ++i) {
+    auto [a, b] = make_inproc_pair();
+    relay.add_receiver(std::move(b));
+    leaves.push_back(std::make_unique<worker>(layout, std::move(a)));
+    leaves.back()->start(&valid, &valid_mutex);
+  }
+  std::uint64_t sent_per_version = 0;
+  for (std::uint64_t v = 1; v <= 5; ++v) {
+    if (v > 1) perturb_ulp(trainer, 0.01, 200 + v);
+    {
+      std::lock_guard g(valid_mutex);
+      valid.insert(checksum_of(trainer));
+    }
+    const auto rep = tx.publish(v, trainer.views());
+    CHECK(rep.acknowledged == 1);  // the trainer serves only the relay
+    sent_per_version = rep.payload_bytes;
+    // The relay republishes after acknowledging upstream: wait (bounded) for the leaves to reach v.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    for (auto& l : leaves) {
+      for (;;) {
+        std::shared_lock lock(l->rx->weights_mutex());
+        if (l->rx->has_version() && l->rx->version() == v) {
+          CHECK(l->weights == trainer);
+          break;
+        }
+        lock.unlock();
+        REQUIRE(std::chrono::steady_clock::now() < deadline);
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+    }
+  }
+  CHECK(sent_per_version > 0);
+  tx.close();
+  relay_thread.join();
+  for (auto& l : leaves) {
+    l->join();
+    CHECK(l->torn == 0);
+    CHECK(l->applied == 5);
+  }
 }
