@@ -1,0 +1,136 @@
+// `sparsesync apply BASE PATCH -o OUT`: verifies everything, then writes OUT atomically (docs/CLI.md).
+#pragma once
+
+#include "checkpoint.hpp"
+#include "exit_codes.hpp"
+#include "file_io.hpp"
+#include "safetensors.hpp"
+#include "patch_check.hpp"
+#include "progress.hpp"
+
+#include <sparsesync/sparsesync.hpp>
+
+#include <bit>
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+namespace sparsesync::cli {
+
+struct apply_args {
+  std::string base, patch, out;
+  bool quiet = false;
+};
+
+namespace detail_apply {
+
+// Streams BASE's tensors, in layout (= data-offset) order, into `out` with the staged changes applied.
+// The changes come sorted by (tensor, offset): buckets tile the layout in order and positions increase.
+inline void write_tensors(const model_layout& layout, std::span<const const_tensor_view> base, const std::vector<staged_change>& changes,
+                          tools::file_sink& out) {
+  constexpr std::uint64_t block = 8u << 20;  // bytes per write
+  std::vector<unsigned char> buf;
+  std::size_t next = 0;
+  for (std::uint32_t t = 0; t < layout.size(); ++t) {
+    const unsigned w = size_of(layout[t].dtype);
+    const std::uint64_t bytes = layout[t].bytes();
+    const auto* src = static_cast<const unsigned char*>(base[t].data);
+    for (std::uint64_t at = 0; at < bytes; at += block) {
+      const std::uint64_t n = std::min(block, bytes - at);
+      if (src)
+        buf.assign(src + at, src + at + n);
+      else
+        buf.assign(n, 0);  // a full transfer: the base is the all-zero model
+      const std::uint64_t first = at / w, last = (at + n) / w;  // blocks hold whole elements (block % 4 == 0)
+      for (; next < changes.size() && changes[next].tensor == t && changes[next].offset < last; ++next) {
+        const auto& c = changes[next];
+        if (c.offset < first) throw failure(exit_internal, "staged changes are not in layout order");
+        unsigned char* p = buf.data() + (c.offset - first) * w;
+        switch (w) {
+          case 1: *p = static_cast<std::uint8_t>(c.bits); break;
+          case 2: {
+            const auto v = static_cast<std::uint16_t>(c.bits);
+            std::memcpy(p, &v, 2);
+            break;
+          }
+          default: std::memcpy(p, &c.bits, 4); break;
+        }
+      }
+      out.write(buf);
+    }
+  }
+  if (next != changes.size()) throw failure(exit_internal, "staged changes are not in layout order");
+}
+
+}  // namespace detail_apply
+
+inline int run_apply(const apply_args& a) {
+  static_assert(std::endian::native == std::endian::little, "safetensors data and patch words are little-endian");
+  // 1. The patch on its own: structure, checksums, tiling, the stored target header.
+  const mapped_file patch_file = mapped_file::open(a.patch, "PATCH");
+  const auto patch = patch_file.bytes();
+  patch_summary ps;
+  check(check_patch(patch, ps, /*decode=*/false), "PATCH " + a.patch);
+  check(ps.target_header_status, "PATCH " + a.patch);
+  const auto& ph = ps.prologue.header;
+
+  // 2. A stored header must describe exactly the patch's layout, with data packed in layout order.
+  const auto& th = ps.target_header;
+  if (!th.stored.empty()) {
+    if (!ps.prologue.layout) throw failure(exit_bad_patch, "PATCH " + a.patch + ": the patch has no layout section (not made by `sparsesync diff`)");
+    const parsed_header target = parse_header_bytes(th.stored, ps.prologue.layout->bytes());
+    if (!target.ok) throw failure(exit_bad_patch, "PATCH " + a.patch + ": the stored target header is not valid safetensors: " + target.error);
+    if (target.layout.hash() != ph.layout_hash)
+      throw failure(exit_bad_patch, "PATCH " + a.patch + ": the stored target header does not describe the patch's layout");
+  }
+
+  // 3. BASE: the layout first, then (bucket by bucket) its contents.
+  const checkpoint base = checkpoint::open(a.base, "BASE");
+  if (base.layout().hash() != ph.layout_hash) {
+    std::string why = "the patch was made for another model layout (names, dtypes, shapes or order differ)";
+    if (ps.prologue.layout)
+      if (auto d = first_layout_difference(*ps.prologue.layout, base.layout(), "the patch", "BASE"); !d.empty()) why += ": " + d;
+    throw failure(exit_base_mismatch, "BASE " + a.base + ": " + why);
+  }
+  if (th.same_as_base && header_hash(base.header_bytes()) != *th.same_as_base)
+    throw failure(exit_base_mismatch, "BASE " + a.base +
+                                          ": its safetensors header is not the one the patch was made against (the patch reuses BASE's "
+                                          "header for OUT; diff with --full-header to store NEW's header instead)");
+  const auto out_header = th.same_as_base ? base.header_bytes() : th.stored;
+  // A patch from the all-zero model (a full transfer) ignores BASE's contents: only its layout matters.
+  auto views = base.views();
+  if (ph.flags & flag_from_zero)
+    for (auto& v : views) v.data = nullptr;
+  staged_patch staged(base.layout(), views);
+  {
+    progress bar("apply", ph.bucket_count, !a.quiet);
+    std::size_t pos = ps.prologue.bytes;
+    for (std::uint32_t b = 0; b < ph.bucket_count; ++b) {
+      std::size_t used = 0;
+      if (auto s = staged.add_bucket(patch.subspan(pos), used); !s) {
+        bar.done();
+        if (s.code() == errc::base_mismatch) check(s, "BASE " + a.base + " is not the patch's base");
+        check(s, "PATCH " + a.patch);
+      }
+      pos += used;
+      bar.update(b + 1);
+    }
+    if (pos != patch.size()) throw failure(exit_bad_patch, "PATCH " + a.patch + ": trailing bytes after the last bucket");
+  }
+  check(staged.finish(ph), "PATCH " + a.patch);
+
+  // 4. Only now is anything written: the stored header, then the tensors in data-offset order.
+  tools::write_file_atomic(a.out, [&](tools::file_sink& sink) {
+    sink.write(out_header);
+    detail_apply::write_tensors(base.layout(), views, staged.changes(), sink);
+  });
+  if (!a.quiet) {
+    std::printf("apply: %" PRIu64 " of %" PRIu64 " elements changed in %u buckets; base and target checksums verified; wrote %s\n",
+                staged.changed(), staged.numel(), staged.buckets(), a.out.c_str());
+    std::fflush(stdout);
+  }
+  return exit_ok;
+}
+
+}  // namespace sparsesync::cli

@@ -1,0 +1,98 @@
+// sparsesync: send only the changed elements of model weights, losslessly (docs/CLI.md).
+#include "cmd_apply.hpp"
+#include "cmd_diff.hpp"
+#include "cmd_inspect.hpp"
+#include "exit_codes.hpp"
+
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <new>
+#include <string>
+
+#define SPARSESYNC_CLI_STR2(x) #x
+#define SPARSESYNC_CLI_STR(x) SPARSESYNC_CLI_STR2(x)
+
+namespace {
+
+const char* const version_string = "sparsesync " SPARSESYNC_CLI_STR(SPARSESYNC_VERSION_MAJOR) "." SPARSESYNC_CLI_STR(
+    SPARSESYNC_VERSION_MINOR) "." SPARSESYNC_CLI_STR(SPARSESYNC_VERSION_PATCH) " (patch format v1)";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace sparsesync::cli;
+  CLI::App app{"sparsesync: send only the changed elements of model weights (safetensors checkpoints), losslessly.\n"
+               "A patch turns BASE into NEW byte for byte; apply verifies everything before it writes."};
+  app.footer(exit_code_help);
+  app.set_version_flag("--version", version_string);
+  app.require_subcommand(1, 1);
+  app.fallthrough();  // -q works after the subcommand too
+  bool quiet = false;
+  app.add_flag("-q,--quiet", quiet, "Print no summary and no progress bar (errors still go to stderr)");
+
+  diff_args d;
+  auto* diff = app.add_subcommand("diff", "Write a patch that turns BASE into NEW (same tensors, same order)");
+  diff->add_option("BASE", d.base, "The version the receiver has (.safetensors)")->required();
+  diff->add_option("NEW", d.next, "The version to send (.safetensors)")->required();
+  diff->add_option("-o,--output", d.out, "The patch file to write (atomically)")->required();
+  diff->add_option("--encoder", d.encoder, "raw, bitmap, varint, rice, or auto: the smallest per bucket")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"raw", "bitmap", "varint", "rice", "auto"}));
+  diff->add_option("--values", d.values, "How a changed value travels: absolute (its bits) or ulp (its step from the base value)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"absolute", "ulp"}));
+  diff->add_option("--bucket-bytes", d.bucket_bytes, "Bytes of weights per bucket (suffixes: k, M, G, KiB, MiB, GiB)")
+      ->capture_default_str()
+      ->transform(CLI::AsSizeValue(false))
+      ->check(CLI::PositiveNumber);
+  diff->add_option("--chunk-log2", d.chunk_log2, "log2 of the chunk size in elements (the unit of parallel decoding)")
+      ->capture_default_str()
+      ->check(CLI::Range(8, 24));
+  diff->add_option("--base-version", d.base_version, "Version number recorded for BASE")->capture_default_str();
+  diff->add_option("--target-version", d.target_version, "Version number recorded for NEW")->capture_default_str();
+  diff->add_flag("--full-header", d.full_header,
+                 "Store NEW's safetensors header in the patch even when it is byte-identical to BASE's (by default it is then "
+                 "referenced, and apply requires BASE's header to be that same one)");
+  diff->footer(exit_code_help);
+
+  apply_args ap;
+  auto* apply = app.add_subcommand("apply", "Rebuild NEW from BASE and a patch; writes nothing unless everything verifies");
+  apply->add_option("BASE", ap.base, "The patch's base version (.safetensors)")->required();
+  apply->add_option("PATCH", ap.patch, "A patch written by `sparsesync diff`")->required();
+  apply->add_option("-o,--output", ap.out, "The file to write (atomically; may be BASE itself)")->required();
+  apply->footer(exit_code_help);
+
+  inspect_args in;
+  auto* inspect = app.add_subcommand("inspect", "Validate a patch and report its buckets, sizes, encoders and checksums");
+  inspect->add_option("PATCH", in.patch, "A patch file")->required();
+  inspect->add_flag("--json", in.json, "Print one JSON object (schema in docs/CLI.md)");
+  inspect->footer(exit_code_help);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int rc = app.exit(e);
+    return rc == 0 ? exit_ok : exit_usage;
+  }
+
+  const char* cmd = *diff ? "diff" : *apply ? "apply" : "inspect";
+  try {
+    d.quiet = ap.quiet = in.quiet = quiet;
+    if (*diff) return run_diff(d);
+    if (*apply) return run_apply(ap);
+    return run_inspect(in);
+  } catch (const failure& f) {
+    std::fprintf(stderr, "sparsesync %s: error: %s\n", cmd, f.what());
+    return f.code();
+  } catch (const sparsesync::error& e) {
+    std::fprintf(stderr, "sparsesync %s: error: %s\n", cmd, e.what());
+    return exit_code_for(e.code());
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "sparsesync %s: error: out of memory\n", cmd);
+    return exit_io;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "sparsesync %s: internal error: %s\n", cmd, e.what());
+    return exit_internal;
+  }
+}
