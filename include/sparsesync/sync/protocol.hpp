@@ -117,16 +117,24 @@ inline std::vector<std::byte> encode(const hello& h) {
       .put(std::uint8_t{h.has_version}).put(h.version).put(h.checksum).take();
 }
 
-inline status decode(std::span<const std::byte> m, hello& h) {
-  detail::message_reader r(m);
+namespace detail {
+// The magic, protocol version and reserved field that open hello and welcome.
+inline status read_preamble(std::span<const std::byte> m, message_type expected, message_reader& r, const char* what) {
   std::uint32_t magic = 0;
   std::uint16_t version = 0, reserved = 0;
-  std::uint8_t has = 0;
-  if (type_of(m) != message_type::hello || !r.get(magic) || magic != protocol_magic)
-    return {errc::bad_magic, "not a sparsesync hello"};
+  if (type_of(m) != expected || !r.get(magic) || magic != protocol_magic) return {errc::bad_magic, std::string("not a sparsesync ") + what};
   if (!r.get(version) || version != protocol_version)
     return {errc::unsupported_version, "peer speaks protocol version " + std::to_string(version) + ", this build speaks 1"};
-  if (!r.get(reserved) || !r.get(h.layout_hash) || !r.get(has) || !r.get(h.version) || !r.get(h.checksum) || !r.done() || has > 1)
+  if (!r.get(reserved) || reserved != 0) return {errc::malformed, std::string(what) + " message"};
+  return {};
+}
+}  // namespace detail
+
+inline status decode(std::span<const std::byte> m, hello& h) {
+  detail::message_reader r(m);
+  if (auto st = detail::read_preamble(m, message_type::hello, r, "hello"); !st) return st;
+  std::uint8_t has = 0;
+  if (!r.get(h.layout_hash) || !r.get(has) || !r.get(h.version) || !r.get(h.checksum) || !r.done() || has > 1)
     return {errc::malformed, "hello message"};
   h.has_version = has == 1;
   return {};
@@ -140,15 +148,9 @@ inline std::vector<std::byte> encode(const welcome& w) {
 
 inline status decode(std::span<const std::byte> m, welcome& w) {
   detail::message_reader r(m);
-  std::uint32_t magic = 0;
-  std::uint16_t version = 0, reserved = 0;
+  if (auto st = detail::read_preamble(m, message_type::welcome, r, "welcome"); !st) return st;
   std::uint8_t has = 0;
-  if (type_of(m) != message_type::welcome || !r.get(magic) || magic != protocol_magic)
-    return {errc::bad_magic, "not a sparsesync welcome"};
-  if (!r.get(version) || version != protocol_version)
-    return {errc::unsupported_version, "peer speaks protocol version " + std::to_string(version) + ", this build speaks 1"};
-  if (!r.get(reserved) || !r.get(w.layout_hash) || !r.get(has) || !r.get(w.version) || !r.done() || has > 1)
-    return {errc::malformed, "welcome message"};
+  if (!r.get(w.layout_hash) || !r.get(has) || !r.get(w.version) || !r.done() || has > 1) return {errc::malformed, "welcome message"};
   w.has_version = has == 1;
   return {};
 }
