@@ -249,3 +249,29 @@ TEST_CASE("a relay tree: the trainer sends one copy, two leaves behind the relay
     CHECK(l->applied == 5);
   }
 }
+
+TEST_CASE("protocol messages round-trip and every truncation or foreign byte string is refused") {
+  const sync::hello h{0x1234, true, 7, 0xABCDEF};
+  const auto m = sync::encode(h);
+  sync::hello back;
+  REQUIRE(sync::decode(m, back).ok());
+  CHECK(back.layout_hash == h.layout_hash);
+  CHECK(back.has_version);
+  CHECK(back.version == 7);
+  CHECK(back.checksum == h.checksum);
+  for (std::size_t n = 0; n < m.size(); ++n) CHECK_FALSE(sync::decode(std::span(m).first(n), back).ok());
+  auto longer = m;
+  longer.push_back(std::byte{0});
+  CHECK_FALSE(sync::decode(longer, back).ok());
+  auto other_version = m;
+  other_version[5] = std::byte{2};
+  CHECK(sync::decode(other_version, back).code() == errc::unsupported_version);
+  sync::welcome w;
+  CHECK_FALSE(sync::decode(m, w).ok());  // a hello is not a welcome
+  const auto n = sync::encode(sync::nack{9, errc::base_mismatch, "why"});
+  sync::nack nb;
+  REQUIRE(sync::decode(n, nb).ok());
+  CHECK(nb.version == 9);
+  CHECK(nb.code == errc::base_mismatch);
+  CHECK(nb.message == "why");
+}
