@@ -148,3 +148,32 @@ TEST_CASE("a full transfer is a patch from the all-zero model and ignores the re
     CHECK(rx == target);
   }
 }
+
+TEST_CASE("known per-bucket base checksums give the same bytes as hashing the base") {
+  model_layout layout({{"a", dtype::bf16, {5000}}, {"b", dtype::f32, {700}}, {"c", dtype::bf16, {3000}}});
+  host_model v1(layout), v0(layout);
+  fill_random(v1, 31);
+  host_model v2 = v1;
+  perturb_ulp(v2, 0.02, 32);
+  host_model v3 = v2;
+  perturb_ulp(v3, 0.02, 33);
+  patch_options o;
+  o.encode.mode = value_mode::ulp;
+  o.encode.log2_chunk = 10;
+  const fixed_bytes policy{4096};
+  // Encoding v1 -> v2 yields v2's bucket checksums; they serve as the known base of v2 -> v3.
+  const auto a1 = v1.views(), a2 = v2.views(), a3 = v3.views();
+  patch_encoder<auto_encoder> first(layout, a1, a2, o, policy);
+  std::vector<unsigned char> scratch;
+  first.prologue(scratch);
+  while (first.next_bucket() < first.bucket_count()) first.encode_next(scratch);
+  const auto hashed = encode_patch<auto_encoder>(layout, a2, a3, o, policy);
+  patch_encoder<auto_encoder> second(layout, a2, a3, o, policy);
+  second.use_known_base_checksums(first.bucket_target_checksums());
+  std::vector<unsigned char> known;
+  second.prologue(known);
+  while (second.next_bucket() < second.bucket_count()) second.encode_next(known);
+  second.final_header(known.data());
+  CHECK(known == hashed);
+  CHECK_THROWS_AS(second.use_known_base_checksums({1, 2}), sparsesync::error);
+}

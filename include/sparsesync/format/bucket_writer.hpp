@@ -27,9 +27,12 @@ struct bucket_changes {
 
 namespace detail {
 
+// With `known_base` the caller vouches for the bucket's base checksum (a sender that remembers the target
+// checksums of what it sent last): unchanged elements are then only compared, never hashed.
 template <element_word W>
 bucket_changes<W> collect_changes(const model_layout& layout, const bucket_plan& plan, std::span<const const_tensor_view> base,
-                                  std::span<const const_tensor_view> target, const encode_options& opt) {
+                                  std::span<const const_tensor_view> target, const encode_options& opt,
+                                  const std::uint64_t* known_base = nullptr) {
   bucket_changes<W> out;
   const auto starts = segment_starts(plan.segments);
   out.numel = plan.numel();
@@ -45,9 +48,12 @@ bucket_changes<W> collect_changes(const model_layout& layout, const bucket_plan&
       const W* b = base[r.tensor].data ? word_ptr<W>(base[r.tensor]) + r.tensor_offset : nullptr;
       const W* t = word_ptr<W>(target[r.tensor]) + r.tensor_offset;
       const auto rel = static_cast<std::uint32_t>(r.bucket_first - first);
+      if (!known_base) {
+        if (b) base_sum += content_checksum(b, r.count, r.flat_index);
+        else for (std::uint64_t i = 0; i < r.count; ++i) base_sum += element_hash(r.flat_index + i, W{0});
+      }
       for (std::uint64_t i = 0; i < r.count; ++i) {
         const W old_bits = b ? b[i] : W{0};
-        base_sum += element_hash(r.flat_index + i, old_bits);
         if (old_bits != t[i]) {
           out.positions.push_back(rel + static_cast<std::uint32_t>(i));
           out.values.push_back(code_value<W>(opt.mode, old_bits, t[i]));
@@ -57,6 +63,7 @@ bucket_changes<W> collect_changes(const model_layout& layout, const bucket_plan&
     });
   }
   out.chunk_first.push_back(out.positions.size());
+  if (known_base) base_sum = *known_base;
   out.base_checksum = base_sum;
   out.target_checksum = base_sum + delta_sum;
   return out;
@@ -179,12 +186,14 @@ concept encoder_selection = encoder<S> || requires { typename detail::bucket_ser
 
 // Encodes one bucket of the change from `base` to `target` and appends its frame to `out`;
 // returns its base and target content checksums.
+// `known_base`, when given, is the bucket's base checksum as the caller knows it (see collect_changes).
 template <class Sel>
 std::pair<std::uint64_t, std::uint64_t> encode_bucket(const model_layout& layout, const bucket_plan& plan, std::uint32_t index,
                                                       std::span<const const_tensor_view> base, std::span<const const_tensor_view> target,
-                                                      const encode_options& opt, std::vector<unsigned char>& out) {
+                                                      const encode_options& opt, std::vector<unsigned char>& out,
+                                                      const std::uint64_t* known_base = nullptr) {
   return visit_word(plan.dtype, [&]<class W>() {
-    const auto ch = detail::collect_changes<W>(layout, plan, base, target, opt);
+    const auto ch = detail::collect_changes<W>(layout, plan, base, target, opt, known_base);
     detail::bucket_serializer<Sel>::template run<W>(layout, plan, index, ch, base, opt, out);
     return std::pair{ch.base_checksum, ch.target_checksum};
   });

@@ -59,14 +59,28 @@ class patch_encoder {
     out.insert(out.end(), opt_.metadata.begin(), opt_.metadata.end());
   }
 
+  // A sender that remembers the per-bucket target checksums of the version it encoded last (the same plan)
+  // passes them here: the base is then compared, not hashed, which makes encoding several times cheaper.
+  // The values are trusted: they are what receivers will check their own copies against.
+  void use_known_base_checksums(std::vector<std::uint64_t> per_bucket) {
+    if (per_bucket.size() != plans_.size()) throw error(errc::invalid_argument, "known base checksums: one per bucket needed");
+    known_base_ = std::move(per_bucket);
+  }
+
   // Appends bucket `next_bucket()`'s frame; buckets are encoded in order.
   void encode_next(std::vector<unsigned char>& out) {
     if (next_ >= plans_.size()) throw error(errc::invalid_argument, "every bucket is already encoded");
-    const auto [b, t] = encode_bucket<Sel>(layout_, plans_[next_], static_cast<std::uint32_t>(next_), base_, target_, opt_.encode, out);
+    const std::uint64_t* known = known_base_.empty() ? nullptr : &known_base_[next_];
+    const auto [b, t] =
+        encode_bucket<Sel>(layout_, plans_[next_], static_cast<std::uint32_t>(next_), base_, target_, opt_.encode, out, known);
     header_.base_checksum += b;
     header_.target_checksum += t;
+    bucket_targets_.push_back(t);
     ++next_;
   }
+
+  // Target checksums of the buckets encoded so far, in order.
+  [[nodiscard]] const std::vector<std::uint64_t>& bucket_target_checksums() const { return bucket_targets_; }
   [[nodiscard]] std::size_t next_bucket() const { return next_; }
 
   // The patch header with its whole-model checksums; valid once every bucket is encoded.
@@ -83,6 +97,7 @@ class patch_encoder {
   std::vector<bucket_plan> plans_;
   std::vector<unsigned char> layout_bytes_;
   patch_header header_;
+  std::vector<std::uint64_t> known_base_, bucket_targets_;
   std::size_t next_ = 0;
 };
 

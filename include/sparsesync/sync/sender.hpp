@@ -64,12 +64,28 @@ class sender {
   ~sender() { close(); }
 
   // Takes over a connected transport; the handshake and any catch-up run on the session's own thread.
+  // Sessions whose receiver has gone are released here (their thread and connection), so a long-running
+  // sender that receivers keep joining and leaving does not accumulate them; receivers() lists a gone
+  // receiver until the next add_receiver().
   std::size_t add_receiver(Transport t) {
-    std::lock_guard lock(state_mutex_);
-    if (closing_) throw error(errc::invalid_argument, "sender is closed");
-    auto& s = sessions_.emplace_back(std::make_unique<session>(next_id_++, std::move(t)));
-    s->thread = std::thread([this, raw = s.get()] { run_session(*raw); });
-    return s->id;
+    std::list<std::unique_ptr<session>> gone;
+    std::size_t id = 0;
+    {
+      std::lock_guard lock(state_mutex_);
+      if (closing_) throw error(errc::invalid_argument, "sender is closed");
+      // A disconnected session's thread has finished its last use of state_mutex_ (fail_session is its end).
+      for (auto it = sessions_.begin(); it != sessions_.end();) {
+        auto next = std::next(it);
+        if (!(*it)->connected) gone.splice(gone.end(), sessions_, it);
+        it = next;
+      }
+      auto& s = sessions_.emplace_back(std::make_unique<session>(next_id_++, std::move(t)));
+      s->thread = std::thread([this, raw = s.get()] { run_session(*raw); });
+      id = s->id;
+    }
+    for (auto& s : gone)
+      if (s->thread.joinable()) s->thread.join();
+    return id;
   }
 
   // Publishes `weights` (laid out as the constructor's layout) as `version`, which must exceed the last.
@@ -105,8 +121,11 @@ class sender {
       po.metadata = metadata;
       po.include_layout = false;  // the handshake already proved both sides hold this layout
       try {
-        encode_stream(base, weights, po, *stream, report);
+        // Our own snapshot's bucket checksums are known from the last publish: compare it, do not rehash it.
+        const bool known = has_version_ && !bucket_checksums_.empty();
+        encode_stream(base, weights, po, *stream, &report, known ? &bucket_checksums_ : nullptr, &bucket_checksums_);
       } catch (...) {
+        bucket_checksums_.clear();
         stream->finish(false);
         std::lock_guard lock(state_mutex_);
         history_.pop_back();
@@ -199,9 +218,13 @@ class sender {
   // The session holds the newest published version (callers hold state_mutex_).
   bool in_sync(const session& s) const { return has_version_ && s.has_version && s.version == version_ && s.checksum == checksum_; }
 
+  // Encodes into `stream`; with `known_base` (per-bucket base checksums) the base is compared, not hashed;
+  // `targets_out` receives the per-bucket target checksums.
   void encode_stream(std::span<const const_tensor_view> base, std::span<const const_tensor_view> target, const patch_options& po,
-                     version_stream& stream, publish_report* report_or_null) {
+                     version_stream& stream, publish_report* report_or_null, const std::vector<std::uint64_t>* known_base,
+                     std::vector<std::uint64_t>* targets_out) {
     patch_encoder<Sel, Policy> enc(layout_, base, target, po, policy_);
+    if (known_base && known_base->size() == enc.bucket_count()) enc.use_known_base_checksums(*known_base);
     std::vector<unsigned char> bytes;
     enc.prologue(bytes);
     std::uint64_t payload = bytes.size();
@@ -221,12 +244,9 @@ class sender {
     enc.final_header(final_header);
     stream.target_checksum = enc.header().target_checksum;
     stream.payload_bytes = payload;
+    if (targets_out) *targets_out = enc.bucket_target_checksums();
     stream.push(wrap(message_type::version_end, final_header));
     stream.finish(true);
-  }
-  void encode_stream(std::span<const const_tensor_view> base, std::span<const const_tensor_view> target, const patch_options& po,
-                     version_stream& stream, publish_report& report) {
-    encode_stream(base, target, po, stream, &report);
   }
 
   // A full transfer of the newest version, encoded once and shared by every session that needs one.
@@ -255,7 +275,7 @@ class sender {
     po.target_version = version;
     po.metadata = metadata;
     po.include_layout = false;
-    encode_stream(zero, snapshot_.views(), po, *stream, nullptr);
+    encode_stream(zero, snapshot_.views(), po, *stream, nullptr, nullptr, nullptr);
     std::lock_guard lock(state_mutex_);
     full_ = stream;
     return stream;
@@ -371,6 +391,7 @@ class sender {
   std::shared_mutex snapshot_mutex_;    // exclusive while publish() encodes and replaces the snapshot
   std::mutex full_mutex_;               // one full-transfer encoding at a time
   host_snapshot snapshot_;
+  std::vector<std::uint64_t> bucket_checksums_;  // per-bucket content checksums of the snapshot (publish_mutex_)
 
   mutable std::mutex state_mutex_;      // everything below
   std::condition_variable state_cv_;
