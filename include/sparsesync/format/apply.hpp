@@ -8,6 +8,7 @@
 #include <sparsesync/format/model_access.hpp>
 #include <sparsesync/format/patch_reader.hpp>
 
+#include <algorithm>
 #include <cstring>
 #include <optional>
 
@@ -125,6 +126,9 @@ class staged_patch {
       if (actual_base != h.base_checksum) return {errc::base_mismatch, "the receiver's weights are not the patch's base"};
     }
     std::uint64_t delta = 0;
+    // h.changed is validated (at most the bucket's elements); grow geometrically so buckets stay amortised.
+    if (const std::size_t need = changes_.size() + h.changed; changes_.capacity() < need)
+      changes_.reserve(std::max(need, 2 * changes_.capacity()));
     std::vector<std::uint32_t> positions;
     std::vector<W> values;
     for (std::uint32_t c = 0; c < h.chunk_count; ++c) {
