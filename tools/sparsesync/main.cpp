@@ -3,6 +3,10 @@
 #include "cmd_diff.hpp"
 #include "cmd_inspect.hpp"
 #include "exit_codes.hpp"
+#ifdef SPARSESYNC_CLI_NET
+#include "cmd_pull.hpp"
+#include "cmd_serve.hpp"
+#endif
 
 #include <CLI/CLI.hpp>
 
@@ -69,6 +73,54 @@ int main(int argc, char** argv) {
   inspect->add_flag("--json", in.json, "Print one JSON object (schema in docs/CLI.md)");
   inspect->footer(exit_code_help);
 
+#ifdef SPARSESYNC_CLI_NET
+  auto add_security = [](CLI::App* c, net_security_args& s, bool client) {
+    c->add_option("--key-file", s.key_file, "Pre-shared key file (hex or raw, mode 0600); both sides need the same one");
+    c->add_option("--tls-ca", s.tls_ca, "Mutual TLS: CA file (PEM) the peer's certificate must chain to");
+    c->add_option("--tls-cert", s.tls_cert, "Mutual TLS: this side's certificate chain (PEM)");
+    c->add_option("--tls-key", s.tls_key, "Mutual TLS: this side's private key (PEM)");
+    if (client) c->add_option("--tls-server-name", s.tls_server_name, "Mutual TLS: the name the server's certificate must carry");
+    c->add_flag("--insecure-no-auth", s.insecure_no_auth, "No authentication and no encryption at all (both sides; trusted hosts only)");
+  };
+
+  serve_args sv;
+  auto* serve = app.add_subcommand("serve", "Publish every new checkpoint that appears in DIR to subscribers (`sparsesync pull`)");
+  serve->add_option("--listen", sv.listen, "HOST:PORT to listen on (port 0: any free port; see --port-file)")->required();
+  serve->add_option("--watch", sv.watch, "Directory where checkpoints (*.safetensors) are renamed into place")->required();
+  add_security(serve, sv.security, false);
+  serve->add_option("--encoder", sv.encoder, "raw, bitmap, varint, rice, or auto: the smallest per bucket")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"raw", "bitmap", "varint", "rice", "auto"}));
+  serve->add_option("--values", sv.values, "How a changed value travels: absolute or ulp")->capture_default_str()->check(CLI::IsMember({"absolute", "ulp"}));
+  serve->add_option("--bucket-bytes", sv.bucket_bytes, "Bytes of weights per bucket, the unit of pipelining (suffixes: k, M, G, KiB, MiB, GiB)")
+      ->capture_default_str()
+      ->transform(CLI::AsSizeValue(false))
+      ->check(CLI::PositiveNumber);
+  serve->add_option("--chunk-log2", sv.chunk_log2, "log2 of the chunk size in elements")->capture_default_str()->check(CLI::Range(8, 24));
+  serve->add_option("--poll-ms", sv.poll_ms, "How often DIR is scanned for new checkpoints")->capture_default_str()->check(CLI::Range(10, 600000));
+  serve->add_option("--history", sv.history, "Versions kept as patches for subscribers that are behind (older ones get a full transfer)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000));
+  serve->add_option("--ack-timeout-ms", sv.ack_timeout_ms, "Longest wait for subscribers to acknowledge a version before the next file")
+      ->capture_default_str();
+  serve->add_option("--peer-timeout", sv.peer_timeout_s, "Seconds a subscriber may take to answer (hello, acknowledgements)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 86400));
+  serve->add_option("--port-file", sv.port_file, "Write the port listened on to this file (atomically), e.g. with --listen HOST:0");
+  serve->footer(net_exit_code_help);
+
+  pull_args pl;
+  auto* pull = app.add_subcommand("pull", "Bring OUT to the newest version a `sparsesync serve` publishes (atomically)");
+  pull->add_option("SERVER", pl.server, "HOST:PORT of the server")->required();
+  pull->add_option("-o,--output", pl.out, "The checkpoint to keep up to date (replaced atomically; state in OUT.sparsesync.json)")->required();
+  add_security(pull, pl.security, true);
+  pull->add_flag("--follow", pl.follow, "Keep OUT at the newest version until SIGINT/SIGTERM, reconnecting after errors; one JSON line per version");
+  pull->add_option("--retries", pl.retries, "Without --follow: further attempts after a network error")->capture_default_str()->check(CLI::Range(0, 1000));
+  pull->add_option("--timeout", pl.timeout_s, "Without --follow: give up when the server is silent this many seconds (0: never)")
+      ->capture_default_str();
+  pull->footer(net_exit_code_help);
+#endif
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -77,10 +129,19 @@ int main(int argc, char** argv) {
   }
 
   const char* cmd = *diff ? "diff" : *apply ? "apply" : "inspect";
+#ifdef SPARSESYNC_CLI_NET
+  if (*serve) cmd = "serve";
+  if (*pull) cmd = "pull";
+#endif
   try {
     d.quiet = ap.quiet = in.quiet = quiet;
     if (*diff) return run_diff(d);
     if (*apply) return run_apply(ap);
+#ifdef SPARSESYNC_CLI_NET
+    sv.quiet = pl.quiet = quiet;
+    if (*serve) return run_serve(sv);
+    if (*pull) return run_pull(pl);
+#endif
     return run_inspect(in);
   } catch (const failure& f) {
     std::fprintf(stderr, "sparsesync %s: error: %s\n", cmd, f.what());

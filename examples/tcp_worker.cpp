@@ -1,0 +1,93 @@
+// A rollout worker receiving weights over TCP from examples/tcp_trainer.cpp: each version is verified and
+// applied in place, atomically. The worker recomputes its weights' checksum from scratch and prints it next
+// to the one the trainer printed for that version.
+//
+//   tcp_worker [--host 127.0.0.1] [--port 29555] [--key-file sparsesync-example.key]
+//              [--hidden 512] [--layers 8] [--vocab 32000]      (the trainer's model: same layout)
+#include <sparsesync/gen/layouts.hpp>
+#include <sparsesync/gen/tensor_set.hpp>
+#include <sparsesync/sync/receiver.hpp>
+#include <sparsesync/transport/asio_tcp.hpp>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <shared_mutex>
+#include <string>
+#include <thread>
+
+namespace ss = sparsesync;
+using namespace std::chrono_literals;
+
+namespace {
+
+std::string arg(int argc, char** argv, const char* name, const char* fallback) {
+  for (int i = 1; i + 1 < argc; ++i)
+    if (std::strcmp(argv[i], name) == 0) return argv[i + 1];
+  return fallback;
+}
+std::uint64_t num(int argc, char** argv, const char* name, const char* fallback) { return std::stoull(arg(argc, argv, name, fallback)); }
+
+std::uint64_t checksum_of(const ss::model_layout& layout, const ss::gen::tensor_set& w) {
+  std::uint64_t sum = 0;
+  for (std::size_t t = 0; t < layout.size(); ++t) {
+    const auto v = w.tensor(t);
+    sum += ss::content_checksum(static_cast<const std::uint16_t*>(v.data), v.numel, layout.first_element(t));
+  }
+  return sum;
+}
+
+// The trainer may still be starting: retry refused connections for a while (a wrong key is not retried).
+ss::asio_tcp_transport connect(const std::string& host, std::uint16_t port, const ss::asio_tcp_options& o) {
+  for (int attempt = 0;; ++attempt) {
+    try {
+      return ss::asio_tcp_transport::connect(host, port, o);
+    } catch (const ss::transport_error& e) {
+      if (e.transport_code() != ss::transport_errc::connect_failed || attempt >= 300) throw;
+      std::this_thread::sleep_for(100ms);
+    }
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) try {
+  const std::string host = arg(argc, argv, "--host", "127.0.0.1");
+  const auto port = static_cast<std::uint16_t>(num(argc, argv, "--port", "29555"));
+  const auto layout = ss::gen::make_gpt_like_layout(num(argc, argv, "--hidden", "512"), num(argc, argv, "--layers", "8"),
+                                                    num(argc, argv, "--vocab", "32000"));
+  ss::asio_tcp_options topt;
+  // Wait for the key file too: the trainer writes it when it starts.
+  const std::string key_file = arg(argc, argv, "--key-file", "sparsesync-example.key");
+  for (int i = 0; i < 300 && !std::filesystem::exists(key_file); ++i) std::this_thread::sleep_for(100ms);
+  topt.key = ss::load_key_file(key_file);
+
+  ss::gen::tensor_set weights(layout);  // the worker's own buffers; empty until the first (full) version
+  auto views = weights.mutable_views();
+  ss::sync::receiver<ss::asio_tcp_transport> rx(layout, views, connect(host, port, topt));
+  std::printf("worker: connected to %s:%u; the trainer is at version %llu\n", host.c_str(), port,
+              static_cast<unsigned long long>(rx.sender_version()));
+
+  int failures = 0;
+  while (auto v = rx.next()) {
+    std::uint64_t recomputed = 0;
+    {
+      std::shared_lock lock(rx.weights_mutex());  // what a rollout engine holds while it reads the weights
+      recomputed = checksum_of(layout, weights);
+    }
+    const bool ok = recomputed == v->checksum;
+    failures += !ok;
+    std::printf("worker: version %llu applied (%s): %llu elements changed, %llu bytes received, %.0f ms; checksum %016llx, "
+                "recomputed %016llx: %s\n",
+                static_cast<unsigned long long>(v->version), v->full ? "full transfer" : "patch", static_cast<unsigned long long>(v->changed),
+                static_cast<unsigned long long>(v->payload_bytes), v->seconds * 1e3, static_cast<unsigned long long>(v->checksum),
+                static_cast<unsigned long long>(recomputed), ok ? "OK" : "MISMATCH");
+    std::fflush(stdout);
+  }
+  std::printf("worker: the trainer closed the stream at version %llu\n", static_cast<unsigned long long>(rx.version()));
+  return failures == 0 ? 0 : 1;
+} catch (const std::exception& e) {
+  std::fprintf(stderr, "tcp_worker: %s\n", e.what());
+  return 1;
+}

@@ -1,0 +1,288 @@
+// `sparsesync serve` and `sparsesync pull` as separate processes on 127.0.0.1: a watched directory that
+// receives generated checkpoints (written under a temporary name and renamed), pulls that must produce the
+// newest file byte for byte, catch-up by patches, --follow with its JSON lines, refusals of wrong keys, an
+// edited OUT, and a change of layout. Every wait is bounded.
+#include "process.hpp"
+#include "safetensors.hpp"
+
+#include <sparsesync/gen/adam_bf16.hpp>
+#include <sparsesync/gen/layouts.hpp>
+#include <sparsesync/transport/key.hpp>
+
+#include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <sstream>
+
+using namespace net_test;
+using namespace std::chrono_literals;
+namespace ss = sparsesync;
+
+namespace {
+
+struct temp_dir {
+  fs::path path;
+  temp_dir() {
+    std::string t = (fs::temp_directory_path() / "sparsesync-net-test-XXXXXX").string();
+    if (!::mkdtemp(t.data())) throw std::runtime_error("mkdtemp failed");
+    path = t;
+  }
+  ~temp_dir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+  temp_dir(const temp_dir&) = delete;
+  temp_dir& operator=(const temp_dir&) = delete;
+  fs::path operator/(const std::string& n) const { return path / n; }
+};
+
+std::vector<std::string> entries(const fs::path& dir) {
+  std::vector<std::string> out;
+  for (const auto& e : fs::directory_iterator(dir)) out.push_back(e.path().filename().string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// A small GPT-shaped model taking AdamW steps; each checkpoint gets its step in the header's __metadata__,
+// so consecutive headers differ too (the puller must reproduce each one).
+class trainer {
+ public:
+  explicit trainer(std::uint64_t layers = 2) : model_(ss::gen::make_gpt_like_layout(64, layers, 512), options()) {}
+
+  // Takes a step and renames the checkpoint into `dir` (the temporary name starts with '.').
+  fs::path drop(const fs::path& dir, const std::string& name) {
+    model_.step();
+    const auto path = dir / name;
+    const auto views = model_.views();
+    ss::tools::write_safetensors_atomic(path, model_.layout(), views, {{"step", std::to_string(model_.step_count())}});
+    return path;
+  }
+
+ private:
+  static ss::gen::adam_bf16_options options() {
+    ss::gen::adam_bf16_options o;
+    o.seed = 7;
+    o.lr = 2e-5;  // a tiny model needs a larger step than lr 1e-6 to change a few % of its elements
+    o.threads = 1;
+    return o;
+  }
+  ss::gen::adam_bf16_model model_;
+};
+
+// `sparsesync serve` on 127.0.0.1 with an ephemeral port, watching dir/watch.
+class server {
+ public:
+  server(const fs::path& dir, const fs::path& key, std::vector<std::string> extra = {}) : dir_(dir) {
+    fs::create_directories(dir / "watch");
+    std::vector<std::string> argv{SPARSESYNC_CLI_PATH, "serve", "--listen", "127.0.0.1:0", "--port-file", (dir / "port").string(),
+                                  "--watch", (dir / "watch").string(), "--key-file", key.string(), "--poll-ms", "50"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    proc_ = std::make_unique<process>(argv, dir / "serve.out", dir / "serve.err");
+    REQUIRE_MESSAGE(wait_until([&] { return fs::exists(dir / "port"); }, 20s), "serve did not start: " << proc_->err());
+    port_ = std::stoi(slurp(dir / "port"));
+  }
+  ~server() { stop(); }
+
+  [[nodiscard]] std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
+  [[nodiscard]] fs::path watch() const { return dir_ / "watch"; }
+  [[nodiscard]] std::string log() const { return proc_->err(); }
+
+  void wait_published(std::uint64_t version) const {
+    const std::string mark = "version " + std::to_string(version) + " <- ";
+    REQUIRE_MESSAGE(wait_until([&] { return log().find(mark) != std::string::npos; }, 60s), "version " << version << " not published:\n" << log());
+  }
+
+  // SIGTERM: serve must stop in order and exit 0.
+  void stop() {
+    if (stopped_) return;
+    stopped_ = true;
+    proc_->signal(SIGTERM);
+    const auto rc = proc_->wait(30s);
+    CHECK_MESSAGE(rc == std::optional<int>(0), "serve did not stop cleanly:\n" << log());
+  }
+
+ private:
+  fs::path dir_;
+  std::unique_ptr<process> proc_;
+  int port_ = 0;
+  bool stopped_ = false;
+};
+
+fs::path make_key(const fs::path& p) {
+  ss::write_key_file(p, ss::pre_shared_key::generate());
+  return p;
+}
+
+std::vector<nlohmann::json> json_lines(const std::string& out) {
+  std::vector<nlohmann::json> lines;
+  std::istringstream in(out);
+  std::string line;
+  while (std::getline(in, line))
+    if (!line.empty()) lines.push_back(nlohmann::json::parse(line));
+  return lines;
+}
+
+run_result pull(const temp_dir& t, const server& s, const fs::path& out, const fs::path& key, std::vector<std::string> extra = {}) {
+  std::vector<std::string> argv{SPARSESYNC_CLI_PATH, "pull", s.address(), "-o", out.string(), "--key-file", key.string(), "--timeout", "60"};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  return run(argv, t.path, 90s);
+}
+
+bool same_file(const fs::path& a, const fs::path& b) { return fs::exists(a) && fs::exists(b) && slurp(a) == slurp(b); }
+
+}  // namespace
+
+TEST_CASE("pull: the newest version byte for byte, nothing to do when up to date, catch-up of an old OUT by patches") {
+  temp_dir t;
+  const auto key = make_key(t / "key");
+  server s(t.path, key);
+  trainer tr;
+  // Names that are never checkpoints: hidden, temporary, other extensions.
+  ss::tools::write_file_atomic(s.watch() / ".hidden.safetensors", [](auto& sink) { sink.write("x", 1); });
+  ss::tools::write_file_atomic(s.watch() / "x.safetensors.tmp", [](auto& sink) { sink.write("x", 1); });
+  ss::tools::write_file_atomic(s.watch() / "notes.txt", [](auto& sink) { sink.write("x", 1); });
+  tr.drop(s.watch(), "step-1.safetensors");
+  const auto v2 = tr.drop(s.watch(), "step-2.safetensors");
+  s.wait_published(2);
+
+  fs::create_directories(t / "a");
+  const auto out = t / "a" / "model.safetensors";
+  auto r = pull(t, s, out, key);
+  REQUIRE_MESSAGE(r.rc == 0, r.err);
+  CHECK(same_file(out, v2));
+  auto lines = json_lines(r.out);
+  REQUIRE(lines.size() == 1);
+  CHECK(lines[0]["version"] == 2);
+  CHECK(lines[0]["full"] == true);
+  CHECK(lines[0]["payload_bytes"].get<std::uint64_t>() > 0);
+  CHECK(lines[0]["seconds"].get<double>() >= 0);
+  CHECK(fs::exists(out.string() + ".sparsesync.json"));
+  CHECK(entries(t / "a") == std::vector<std::string>{"model.safetensors", "model.safetensors.sparsesync.json"});
+
+  r = pull(t, s, out, key);  // up to date: no version moves, OUT untouched
+  REQUIRE_MESSAGE(r.rc == 0, r.err);
+  CHECK(json_lines(r.out).empty());
+  CHECK(same_file(out, v2));
+
+  // step-10 must come after step-9 (name order compares numbers), both after step-2.
+  const auto v3 = tr.drop(s.watch(), "step-9.safetensors");
+  const auto v4 = tr.drop(s.watch(), "step-10.safetensors");
+  s.wait_published(4);
+  CHECK(s.log().find("version 3 <- step-9.safetensors") != std::string::npos);
+  CHECK(s.log().find("version 4 <- step-10.safetensors") != std::string::npos);
+  CHECK(s.log().find("version 5") == std::string::npos);  // the decoys were never published
+
+  r = pull(t, s, out, key);  // OUT at version 2: versions 3 and 4 as patches
+  REQUIRE_MESSAGE(r.rc == 0, r.err);
+  lines = json_lines(r.out);
+  REQUIRE(lines.size() == 2);
+  CHECK(lines[0]["version"] == 3);
+  CHECK(lines[1]["version"] == 4);
+  CHECK(lines[0]["full"] == false);
+  CHECK(lines[1]["full"] == false);
+  CHECK(lines[1]["base_version"] == 3);
+  CHECK(same_file(out, v4));
+  (void)v3;
+
+  // A puller with nothing gets one full transfer of the newest version.
+  const auto fresh = t / "fresh.safetensors";
+  r = pull(t, s, fresh, key);
+  REQUIRE_MESSAGE(r.rc == 0, r.err);
+  lines = json_lines(r.out);
+  REQUIRE(lines.size() == 1);
+  CHECK(lines[0]["full"] == true);
+  CHECK(same_file(fresh, v4));
+}
+
+TEST_CASE("pull: an OUT edited since the last pull gets a full transfer, never a wrong file") {
+  temp_dir t;
+  const auto key = make_key(t / "key");
+  server s(t.path, key);
+  trainer tr;
+  tr.drop(s.watch(), "step-1.safetensors");
+  s.wait_published(1);
+  const auto out = t / "out.safetensors";
+  REQUIRE(pull(t, s, out, key).rc == 0);
+  const auto v2 = tr.drop(s.watch(), "step-2.safetensors");
+  s.wait_published(2);
+  {  // flip a bit in the last tensor byte: OUT no longer is version 1
+    std::fstream f(out, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(-1, std::ios::end);
+    char c = 0;
+    f.get(c);
+    f.seekp(-1, std::ios::end);
+    f.put(static_cast<char>(c ^ 1));
+  }
+  const auto r = pull(t, s, out, key);
+  REQUIRE_MESSAGE(r.rc == 0, r.err);
+  const auto lines = json_lines(r.out);
+  REQUIRE(lines.size() == 1);
+  CHECK(lines[0]["full"] == true);
+  CHECK(same_file(out, v2));
+}
+
+TEST_CASE("pull: a wrong key or no key is refused with exit 8 and nothing written") {
+  temp_dir t;
+  const auto key = make_key(t / "key");
+  const auto other = make_key(t / "other-key");
+  server s(t.path, key);
+  trainer tr;
+  tr.drop(s.watch(), "step-1.safetensors");
+  s.wait_published(1);
+  fs::create_directories(t / "out");
+  const auto out = t / "out" / "model.safetensors";
+
+  auto r = pull(t, s, out, other);
+  CHECK(r.rc == 8);
+  CHECK(r.err.find("authentication failed") != std::string::npos);
+  r = run({SPARSESYNC_CLI_PATH, "pull", s.address(), "-o", out.string(), "--insecure-no-auth", "--timeout", "20"}, t.path, 60s);
+  CHECK(r.rc == 8);
+  CHECK(entries(t / "out").empty());  // no OUT, no sidecar, no temporary file
+
+  r = run({SPARSESYNC_CLI_PATH, "pull", s.address(), "-o", out.string()}, t.path, 60s);  // no authentication configured
+  CHECK(r.rc == 1);
+  CHECK(s.log().find("refused a connection") != std::string::npos);
+}
+
+TEST_CASE("pull --follow: one JSON line per version, through a change of layout, until SIGTERM") {
+  temp_dir t;
+  const auto key = make_key(t / "key");
+  server s(t.path, key);
+  trainer tr;
+  tr.drop(s.watch(), "step-1.safetensors");
+  s.wait_published(1);
+
+  const auto out = t / "follow.safetensors";
+  process follower({SPARSESYNC_CLI_PATH, "pull", s.address(), "-o", out.string(), "--key-file", key.string(), "--follow"}, t / "follow.out",
+                   t / "follow.err");
+  auto lines_seen = [&](std::size_t n) { return wait_until([&] { return json_lines(follower.out()).size() >= n; }, 60s); };
+  REQUIRE_MESSAGE(lines_seen(1), follower.err());
+  tr.drop(s.watch(), "step-2.safetensors");
+  REQUIRE_MESSAGE(lines_seen(2), follower.err());
+  const auto v3 = tr.drop(s.watch(), "step-3.safetensors");
+  REQUIRE_MESSAGE(lines_seen(3), follower.err());
+  CHECK(same_file(out, v3));
+
+  // A checkpoint of another model: serve starts over with the new layout, the follower reconnects and
+  // receives it in full.
+  trainer bigger(3);
+  const auto v4 = bigger.drop(s.watch(), "step-4.safetensors");
+  REQUIRE_MESSAGE(lines_seen(4), follower.err() << "\n" << s.log());
+  CHECK(same_file(out, v4));
+
+  follower.signal(SIGTERM);
+  REQUIRE(follower.wait(30s) == std::optional<int>(0));
+  const auto lines = json_lines(follower.out());
+  REQUIRE(lines.size() == 4);
+  for (std::size_t i = 0; i < lines.size(); ++i) {
+    CHECK(lines[i]["version"] == i + 1);
+    CHECK(lines[i].contains("payload_bytes"));
+    CHECK(lines[i].contains("seconds"));
+  }
+  CHECK(lines[0]["full"] == true);
+  CHECK(lines[1]["full"] == false);
+  CHECK(lines[2]["full"] == false);
+  CHECK(lines[3]["full"] == true);
+  CHECK(lines[1]["payload_bytes"].get<std::uint64_t>() < lines[0]["payload_bytes"].get<std::uint64_t>() / 5);
+}
