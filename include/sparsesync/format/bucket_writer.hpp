@@ -5,6 +5,7 @@
 #include <sparsesync/format/model_access.hpp>
 #include <sparsesync/format/wire.hpp>
 
+#include <cstring>
 #include <vector>
 
 SPARSESYNC_NS_BEGIN
@@ -52,13 +53,24 @@ bucket_changes<W> collect_changes(const model_layout& layout, const bucket_plan&
         if (b) base_sum += content_checksum(b, r.count, r.flat_index);
         else for (std::uint64_t i = 0; i < r.count; ++i) base_sum += element_hash(r.flat_index + i, W{0});
       }
-      for (std::uint64_t i = 0; i < r.count; ++i) {
-        const W old_bits = b ? b[i] : W{0};
-        if (old_bits != t[i]) {
-          out.positions.push_back(rel + static_cast<std::uint32_t>(i));
-          out.values.push_back(code_value<W>(opt.mode, old_bits, t[i]));
-          delta_sum += element_hash(r.flat_index + i, t[i]) - element_hash(r.flat_index + i, old_bits);
+      auto record = [&](std::uint64_t i, W old_bits) {
+        out.positions.push_back(rel + static_cast<std::uint32_t>(i));
+        out.values.push_back(code_value<W>(opt.mode, old_bits, t[i]));
+        delta_sum += element_hash(r.flat_index + i, t[i]) - element_hash(r.flat_index + i, old_bits);
+      };
+      std::uint64_t i = 0;
+      if (b) {
+        // At RL densities most 16-byte blocks hold no change: compare them whole, look inside only on a miss.
+        constexpr std::uint64_t per_block = 16 / sizeof(W);
+        for (; i + per_block <= r.count; i += per_block) {
+          if (std::memcmp(b + i, t + i, 16) == 0) continue;
+          for (std::uint64_t j = i; j < i + per_block; ++j)
+            if (b[j] != t[j]) record(j, b[j]);
         }
+      }
+      for (; i < r.count; ++i) {
+        const W old_bits = b ? b[i] : W{0};
+        if (old_bits != t[i]) record(i, old_bits);
       }
     });
   }
