@@ -6,9 +6,9 @@
 // aligned word are written one by one, so two threads never store to the same word. A writer never writes
 // outside [dst, dst + cap): a stream that would run past `cap` only clears ok().
 //
-// bit_reader: reads a byte range with aligned 4-byte loads where it can and single bytes at the edges, never
-// touching a byte outside [begin, end) (compute-sanitizer memcheck checks exact allocation sizes). Reading
-// past the end sets a sticky failure flag, as the host reader does.
+// bit_reader: reads a byte range with aligned 16-byte loads and one block of lookahead, never loading a byte
+// outside the allocation bounds it is given (compute-sanitizer memcheck checks exact allocation sizes).
+// Reading past the end sets a sticky failure flag, as the host reader does.
 #pragma once
 
 #include <sparsesync/cuda/xxh64.cuh>
@@ -105,9 +105,18 @@ class chunk_writer {
   bool ok_ = true;
 };
 
+// Reads [begin, end) with aligned 16-byte loads and one block of lookahead (the next block's load is issued
+// when the current one starts being consumed), so a thread walking its chunk stalls once per 16 bytes at
+// most. Whole blocks are loaded only inside [align_down16(lo), hi): `lo`/`hi` bound the allocation that holds
+// the range (e.g. a whole frame; allocations start 16-byte aligned), and bytes outside [begin, end) are never
+// interpreted. Blocks that straddle `hi` are read byte by byte.
 class bit_reader {
  public:
-  SPARSESYNC_DEVICE bit_reader(const unsigned char* begin, const unsigned char* end) : begin_(begin), p_(begin), end_(end) {}
+  SPARSESYNC_DEVICE bit_reader(const unsigned char* begin, const unsigned char* end, const unsigned char* lo = nullptr,
+                               const unsigned char* hi = nullptr)
+      : begin_(begin), p_(begin), end_(end),
+        lo_(reinterpret_cast<const unsigned char*>(reinterpret_cast<std::uintptr_t>(lo ? lo : begin) & ~std::uintptr_t{15})),
+        hi_(hi ? hi : end) {}
 
   // Reads n <= 32 bits.
   SPARSESYNC_DEVICE std::uint32_t get(unsigned n) {
@@ -161,30 +170,70 @@ class bit_reader {
   [[nodiscard]] SPARSESYNC_DEVICE std::uint64_t position_bits() const {
     return 8 * static_cast<std::uint64_t>(p_ - begin_) - fill_;
   }
-  [[nodiscard]] SPARSESYNC_DEVICE std::uint64_t remaining_bytes() const { return static_cast<std::uint64_t>(end_ - p_) + fill_ / 8; }
 
  private:
   SPARSESYNC_DEVICE void consume(unsigned n) {
     acc_ = n >= 64 ? 0 : acc_ >> n;
     fill_ -= n;
   }
+
+  // A block that is not wholly inside the allocation bounds: byte by byte (only at a range's edges). Out of
+  // line and taking values, so that the reader itself stays in registers.
+  static __device__ __noinline__ uint4 load_partial_block(const unsigned char* b, const unsigned char* begin, const unsigned char* end) {
+    std::uint32_t w0 = 0, w1 = 0, w2 = 0, w3 = 0;
+#pragma unroll 1
+    for (int i = 0; i < 16; ++i) {
+      if (b + i < begin || b + i >= end) continue;
+      const std::uint32_t v = static_cast<std::uint32_t>(b[i]) << (8 * (i % 4));
+      if (i < 4) w0 |= v;
+      else if (i < 8) w1 |= v;
+      else if (i < 12) w2 |= v;
+      else w3 |= v;
+    }
+    return make_uint4(w0, w1, w2, w3);
+  }
+
+  SPARSESYNC_DEVICE uint4 load_block(const unsigned char* b) const {
+    if (b >= lo_ && b + 16 <= hi_) return *reinterpret_cast<const uint4*>(b);
+    return load_partial_block(b, begin_, end_);
+  }
+
+  SPARSESYNC_DEVICE void next_block() {
+    const auto* base = reinterpret_cast<const unsigned char*>(reinterpret_cast<std::uintptr_t>(p_) & ~std::uintptr_t{15});
+    cur_ = base == next_base_ ? next_ : load_block(base);
+    cur_base_ = base;
+    next_base_ = base + 16 < end_ ? base + 16 : nullptr;
+    if (next_base_) next_ = load_block(next_base_);  // issued now, used a block later
+  }
+
   SPARSESYNC_DEVICE void refill() {
     while (fill_ <= 56 && p_ != end_) {
-      if (fill_ <= 32 && (reinterpret_cast<std::uintptr_t>(p_) & 3u) == 0 && end_ - p_ >= 4) {
-        acc_ |= static_cast<std::uint64_t>(*reinterpret_cast<const std::uint32_t*>(p_)) << fill_;
-        fill_ += 32;
-        p_ += 4;
-      } else {
-        acc_ |= static_cast<std::uint64_t>(*p_) << fill_;
-        fill_ += 8;
-        ++p_;
-      }
+      if (cur_base_ == nullptr || p_ >= cur_base_ + 16) next_block();
+      const unsigned off = static_cast<unsigned>(p_ - cur_base_);
+      unsigned take = 16 - off;
+      const auto left = static_cast<std::uint64_t>(end_ - p_);
+      if (left < take) take = static_cast<unsigned>(left);
+      const unsigned room = (64 - fill_) / 8;
+      if (room < take) take = room;
+      const std::uint64_t lo64 = cur_.x | (static_cast<std::uint64_t>(cur_.y) << 32);
+      const std::uint64_t hi64 = cur_.z | (static_cast<std::uint64_t>(cur_.w) << 32);
+      std::uint64_t v = off == 0 ? lo64 : off < 8 ? (lo64 >> (8 * off)) | (hi64 << (64 - 8 * off)) : hi64 >> (8 * (off - 8));
+      if (take < 8) v &= (std::uint64_t{1} << (8 * take)) - 1;
+      acc_ |= v << fill_;
+      fill_ += 8 * take;
+      p_ += take;
     }
   }
 
   const unsigned char* begin_;
   const unsigned char* p_;
   const unsigned char* end_;
+  const unsigned char* lo_;
+  const unsigned char* hi_;
+  const unsigned char* cur_base_ = nullptr;
+  const unsigned char* next_base_ = nullptr;
+  uint4 cur_{0, 0, 0, 0};
+  uint4 next_{0, 0, 0, 0};
   std::uint64_t acc_ = 0;
   unsigned fill_ = 0;
   bool failed_ = false;
@@ -213,10 +262,12 @@ SPARSESYNC_DEVICE varint_status read_varint(bit_reader& r, unsigned max_bits, st
 }
 
 // XXH64(seed, entry_word || bytes[0, n)) of device bytes: the per-chunk share of a payload checksum.
-SPARSESYNC_DEVICE std::uint64_t hash_chunk(std::uint64_t seed, std::uint64_t entry_word, const unsigned char* p, std::uint64_t n) {
+// [lo, hi) bounds the allocation around the bytes (see bit_reader).
+SPARSESYNC_DEVICE std::uint64_t hash_chunk(std::uint64_t seed, std::uint64_t entry_word, const unsigned char* p, std::uint64_t n,
+                                           const unsigned char* lo = nullptr, const unsigned char* hi = nullptr) {
   xxh64_state h(seed);
   h.update_word(entry_word);
-  bit_reader r(p, p + n);
+  bit_reader r(p, p + n, lo, hi);
   std::uint64_t i = 0;
   for (; i + 8 <= n; i += 8) {
     const std::uint64_t lo = r.get(32);

@@ -57,26 +57,47 @@
 SPARSESYNC_NS_BEGIN
 namespace cuda {
 
-// Tuning of the change-detection kernel: a block of `detect_threads` threads reads `detect_iters` 16-byte
-// vectors per thread of each copy per tile (tile = threads x iters x 16 bytes of each copy, at most 2^16
-// elements so that tile-relative positions fit 16 bits). Chunk-level kernels run one thread per chunk.
-template <class P>
-concept tuning_policy = requires {
-  { P::detect_threads } -> std::convertible_to<int>;
-  { P::detect_iters } -> std::convertible_to<int>;
-  { P::chunk_threads } -> std::convertible_to<int>;
-  { P::hash_slots } -> std::convertible_to<int>;
-} && (P::detect_threads % 32 == 0) && (P::detect_threads <= 1024) && (P::detect_iters >= 1) &&
-                        (P::detect_iters <= 4) && (P::chunk_threads % 32 == 0) && (P::hash_slots >= 1);
+// Tuning of the change-detection kernel (one per mode, see tuning_policy): a block of `detect_threads`
+// threads reads `detect_iters` 16-byte vectors per thread of each copy per tile (tile = threads x iters x 16
+// bytes of each copy, at most 2^16 elements so that tile-relative positions fit 16 bits), asking the compiler
+// for `detect_min_blocks` resident blocks per SM.
+template <class D>
+concept detect_tuning = requires {
+  { D::detect_threads } -> std::convertible_to<int>;
+  { D::detect_iters } -> std::convertible_to<int>;
+  { D::detect_min_blocks } -> std::convertible_to<int>;
+} && (D::detect_threads % 32 == 0) && (D::detect_threads <= 1024) && (D::detect_iters >= 1) && (D::detect_iters <= 4);
 
-// Hopper (sm_90, H100/H200): 256 x 4 x 16 B = 16 KiB of each copy per tile; enough loads in flight per SM at
-// the 6-8 resident blocks that the register budget allows.
-struct policy_sm90 {
-  static constexpr int detect_threads = 256;
-  static constexpr int detect_iters = 4;
-  static constexpr int chunk_threads = 128;
-  static constexpr int hash_slots = 32;  // checksum partial sums are spread over this many words (fewer atomics on one address)
+// A tuning policy: detect tunings for the incremental path (known base checksum: only changes are hashed) and
+// for the full path (every base element hashed: more arithmetic per byte), and the block size of the
+// chunk-level kernels (one thread per chunk).
+template <class P>
+concept tuning_policy = detect_tuning<typename P::detect_known> && detect_tuning<typename P::detect_hashed> && requires {
+  { P::chunk_threads } -> std::convertible_to<int>;
+} && (P::chunk_threads % 32 == 0) && (P::chunk_threads <= 1024);
+
+template <int Threads, int Iters, int MinBlocks>
+struct detect_config {
+  static constexpr int detect_threads = Threads;
+  static constexpr int detect_iters = Iters;
+  static constexpr int detect_min_blocks = MinBlocks;
 };
+
+// Hopper (sm_90, H100/H200), chosen by a sweep on an H100 (bench/results/gpu-*): incremental path 128 threads
+// x 4 vectors (8 KiB of each copy per tile), full path 256 x 2; 4 resident blocks per SM either way.
+struct policy_sm90 {
+  using detect_known = detect_config<128, 4, 4>;
+  using detect_hashed = detect_config<256, 2, 4>;
+  static constexpr int chunk_threads = 128;
+};
+
+using default_policy = policy_sm90;
+static_assert(tuning_policy<default_policy>, "sparsesync: the default CUDA tuning policy does not satisfy tuning_policy");
+
+namespace detail {
+// Checksum partial sums are spread over this many words: fewer atomics on one address.
+inline constexpr int hash_slots = 32;
+}  // namespace detail
 
 using default_policy = policy_sm90;
 static_assert(tuning_policy<default_policy>, "sparsesync: the default CUDA tuning policy does not satisfy tuning_policy");

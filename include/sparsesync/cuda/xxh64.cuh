@@ -72,6 +72,22 @@ class xxh64_state {
 
   [[nodiscard]] SPARSESYNC_HD std::uint64_t bytes() const { return len_; }
 
+  // Continues a hash whose first `len` bytes (a multiple of 32) were consumed elsewhere, leaving the four
+  // accumulators v1..v4 (the warp-cooperative hash: lane i ran accumulator i over the stripes).
+  SPARSESYNC_HD void resume(std::uint64_t v1, std::uint64_t v2, std::uint64_t v3, std::uint64_t v4, std::uint64_t len) {
+    v1_ = v1;
+    v2_ = v2;
+    v3_ = v3;
+    v4_ = v4;
+    len_ = len;
+    pending_ = 0;
+    part_ = 0;
+    part_bytes_ = 0;
+  }
+  [[nodiscard]] SPARSESYNC_HD std::uint64_t lane_init(unsigned lane) const {
+    return lane == 0 ? v1_ : lane == 1 ? v2_ : lane == 2 ? v3_ : v4_;
+  }
+
   [[nodiscard]] SPARSESYNC_HD std::uint64_t digest() const {
     std::uint64_t h;
     if (len_ >= 32) {

@@ -1,0 +1,327 @@
+// Change detection and compaction: the one pass of the encoder that reads the weights.
+//
+// A bucket's element space is cut into tiles of 2^tile_log2 elements (a tile never straddles a chunk). One
+// block per tile reads base and target once with 16-byte streaming loads (when the tile lies in one segment
+// and both copies are 16-byte aligned; otherwise element by element across segments: hundreds of tiny tensors
+// share one launch), hashes the base elements if asked, finds changes with a per-thread mask, ranks them with
+// one block scan of packed per-iteration counts, reserves room for the tile's changes with one atomicAdd, and
+// writes (tile-relative u16 position, coded value) pairs there. Tiles land in scratch in any order; the
+// per-tile (offset, count) table lets the chunk kernels read each chunk's changes in order.
+// Scratch per change: 2 bytes + the element width (+ up to 7 padding entries per tile), never a dense copy.
+#pragma once
+
+#include <sparsesync/codec/value_mode.hpp>
+#include <sparsesync/core/hash.hpp>
+#include <sparsesync/cuda/types.cuh>
+
+#include <cub/block/block_scan.cuh>
+
+#include <cstring>
+
+SPARSESYNC_NS_BEGIN
+namespace cuda {
+namespace detail {
+
+template <class W, int Threads, int Iters>
+struct tile_traits {
+  static constexpr int vec = 16 / static_cast<int>(sizeof(W));
+  static constexpr unsigned max_tile = static_cast<unsigned>(Threads * Iters * vec);
+  static constexpr unsigned max_tile_log2 = static_cast<unsigned>(__builtin_ctz(max_tile));
+  static_assert((max_tile & (max_tile - 1)) == 0, "sparsesync: tile size must be a power of two");
+  static_assert(max_tile <= 65536, "sparsesync: tile-relative positions must fit 16 bits");
+};
+
+// Element k of a 16-byte vector of W words (k is a compile-time constant after unrolling: registers only).
+template <class W>
+SPARSESYNC_DEVICE W vec_get(const uint4& v, int k) {
+  constexpr int per_word = 4 / static_cast<int>(sizeof(W));
+  const int word = k / per_word;
+  const unsigned shift = static_cast<unsigned>(8 * sizeof(W) * (k % per_word));
+  const std::uint32_t x = word == 0 ? v.x : word == 1 ? v.y : word == 2 ? v.z : v.w;
+  return static_cast<W>(x >> shift);
+}
+
+template <class W>
+SPARSESYNC_DEVICE void vec_set(uint4& v, int k, W value) {
+  constexpr int per_word = 4 / static_cast<int>(sizeof(W));
+  const int word = k / per_word;
+  const unsigned shift = static_cast<unsigned>(8 * sizeof(W) * (k % per_word));
+  const std::uint32_t x = static_cast<std::uint32_t>(value) << shift;
+  if (word == 0) v.x |= x;
+  else if (word == 1) v.y |= x;
+  else if (word == 2) v.z |= x;
+  else v.w |= x;
+}
+
+struct tile_desc {
+  std::uint32_t seg_lo;
+  std::uint32_t seg_hi;  // inclusive
+  bool fast;
+};
+
+// Every thread computes it (the same few broadcast loads): no barrier stands between a tile's start and its
+// loads.
+template <class W>
+SPARSESYNC_DEVICE tile_desc describe_tile(const resolved_segment* segs, std::uint32_t segment_count, bool two, std::uint64_t first,
+                                          std::uint32_t n, std::uint32_t tile_elems) {
+  tile_desc d;
+  d.seg_lo = find_segment(segs, 0, segment_count, first);
+  d.seg_hi = find_segment(segs, d.seg_lo, segment_count, first + n - 1);
+  d.fast = false;
+  if (d.seg_lo == d.seg_hi && n == tile_elems) {
+    const resolved_segment& sg = segs[d.seg_lo];
+    const std::uint64_t rel = first - sg.bucket_first;
+    const auto ap = reinterpret_cast<std::uintptr_t>(static_cast<const W*>(sg.a) + rel);
+    const auto bp = two ? reinterpret_cast<std::uintptr_t>(static_cast<const W*>(sg.b) + rel) : 0;
+    d.fast = ((ap | bp) & 15u) == 0;
+  }
+  return d;
+}
+
+// Loads a tile's base (and target) words into registers, packed: thread t owns words [(it*Threads + t)*vec,
+// +vec) for each it, in b[it] and t[it]; words past n read as 0 (and equal). Then calls visit(it, k, flat_index)
+// for each valid element.
+template <class W, int Threads, int Iters, bool Two, class Visit>
+SPARSESYNC_DEVICE void load_tile(const resolved_segment* segs, std::uint64_t first, std::uint32_t n, const tile_desc& d,
+                                 uint4 (&b)[Iters], uint4 (&t)[Iters], Visit&& visit) {
+  constexpr int vec = 16 / static_cast<int>(sizeof(W));
+  if (d.fast) {
+    const resolved_segment& sg = segs[d.seg_lo];
+    const std::uint64_t rel = first - sg.bucket_first;
+    const W* bp = static_cast<const W*>(sg.a) + rel;
+    const W* tp = Two ? static_cast<const W*>(sg.b) + rel : nullptr;
+#pragma unroll
+    for (int it = 0; it < Iters; ++it) {
+      const std::uint32_t e0 = static_cast<std::uint32_t>((it * Threads + static_cast<int>(threadIdx.x)) * vec);
+      b[it] = make_uint4(0, 0, 0, 0);
+      t[it] = make_uint4(0, 0, 0, 0);
+      if (e0 < n) {
+        b[it] = __ldcs(reinterpret_cast<const uint4*>(bp + e0));
+        if constexpr (Two) t[it] = __ldcs(reinterpret_cast<const uint4*>(tp + e0));
+      }
+    }
+    const std::uint64_t flat0 = sg.flat_first + rel;
+#pragma unroll
+    for (int it = 0; it < Iters; ++it) {
+      const std::uint32_t e0 = static_cast<std::uint32_t>((it * Threads + static_cast<int>(threadIdx.x)) * vec);
+#pragma unroll
+      for (int k = 0; k < vec; ++k)
+        if (e0 + k < n) visit(it, k, flat0 + e0 + k);
+    }
+    return;
+  }
+#pragma unroll
+  for (int it = 0; it < Iters; ++it) {
+    const std::uint32_t e0 = static_cast<std::uint32_t>((it * Threads + static_cast<int>(threadIdx.x)) * vec);
+    std::uint32_t s = e0 < n ? find_segment(segs, d.seg_lo, d.seg_hi + 1, first + e0) : d.seg_lo;
+    b[it] = make_uint4(0, 0, 0, 0);
+    t[it] = make_uint4(0, 0, 0, 0);
+#pragma unroll
+    for (int k = 0; k < vec; ++k) {
+      if (e0 + k < n) {
+        const std::uint64_t ge = first + e0 + k;
+        while (ge >= segs[s].bucket_first + segs[s].count) ++s;
+        const resolved_segment& sg = segs[s];
+        const std::uint64_t rel = ge - sg.bucket_first;
+        vec_set<W>(b[it], k, static_cast<const W*>(sg.a)[rel]);
+        if constexpr (Two) vec_set<W>(t[it], k, static_cast<const W*>(sg.b)[rel]);
+        visit(it, k, sg.flat_first + rel);
+      }
+    }
+  }
+}
+
+// Adds v (one per thread) over the block into slots[slot]; every thread must call it.
+template <int Threads>
+SPARSESYNC_DEVICE void block_add_to_slot(std::uint64_t v, std::uint64_t* s_warp, std::uint64_t* slot) {
+  v = warp_sum(v);
+  const int warp = static_cast<int>(threadIdx.x) / 32;
+  if ((threadIdx.x & 31u) == 0) s_warp[warp] = v;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    std::uint64_t s = 0;
+#pragma unroll
+    for (int w = 0; w < Threads / 32; ++w) s += s_warp[w];
+    if (s) atomicAdd(reinterpret_cast<unsigned long long*>(slot), static_cast<unsigned long long>(s));
+  }
+}
+
+// Resolves a bucket's segments against this call's tensor pointer arrays (one thread per segment).
+SPARSESYNC_KERNEL void resolve_segments_kernel(const device_segment* segs, std::uint32_t count, const void* const* base,
+                                               const void* const* target, unsigned width, resolved_segment* out) {
+  const std::uint32_t s = blockIdx.x * blockDim.x + threadIdx.x;
+  if (s >= count) return;
+  const device_segment sg = segs[s];
+  const std::uint64_t off = sg.tensor_offset * width;
+  out[s] = {sg.bucket_first, sg.count, sg.flat_first, static_cast<const unsigned char*>(base[sg.tensor]) + off,
+            target ? static_cast<const unsigned char*>(target[sg.tensor]) + off : nullptr};
+}
+
+struct detect_params {
+  const resolved_segment* segments;
+  std::uint32_t segment_count;
+  std::uint64_t numel;
+  unsigned tile_log2;
+  value_mode mode;
+  std::uint16_t* out_pos;  // scratch: tile-relative positions
+  void* out_val;           // scratch: coded values (W each)
+  std::uint64_t capacity;  // entries in out_pos / out_val
+  std::uint64_t* tile_off;
+  std::uint32_t* tile_cnt;
+  std::uint64_t* allocated;  // entries reserved so far (may exceed capacity: then nothing past it is written)
+  std::uint64_t* base_slots;
+  std::uint64_t* delta_slots;
+};
+
+// One tile per block. Phase 1 (per thread, uniform work): 16-byte loads, base hashes, change mask. A block
+// scan ranks the changes; thread 0 reserves scratch (its atomic overlaps the staging). Phase 2: changes are
+// staged in shared memory in position order, then processed compacted, thread i taking change i: checksum
+// deltas (no divergence: a warp never hashes for one changed lane while 31 wait) and coalesced scratch writes.
+template <class W, class P, bool HashBase>
+SPARSESYNC_KERNEL void __launch_bounds__(P::detect_threads, P::detect_min_blocks) detect_kernel(detect_params p) {
+  constexpr int threads = P::detect_threads;
+  constexpr int iters = P::detect_iters;
+  constexpr int vec = 16 / static_cast<int>(sizeof(W));
+  constexpr int tile_max = threads * iters * vec;
+  using scan_t = cub::BlockScan<std::uint64_t, threads>;
+  static_assert(sizeof(typename scan_t::TempStorage) + tile_max * (2 + 2 * sizeof(W)) + 16 * threads / 32 + 8 <= 48 * 1024,
+                "sparsesync: detect tile too large for static shared memory; lower detect_iters or detect_threads");
+  __shared__ typename scan_t::TempStorage scan_tmp;
+  __shared__ std::uint16_t s_pos[tile_max];
+  __shared__ W s_old[tile_max];
+  __shared__ W s_new[tile_max];
+  __shared__ std::uint64_t s_warp[2][threads / 32];
+  __shared__ std::uint64_t s_off;
+
+  const std::uint64_t tile = blockIdx.x;
+  const std::uint64_t first = tile << p.tile_log2;
+  const std::uint32_t tile_elems = 1u << p.tile_log2;
+  const std::uint32_t n = static_cast<std::uint32_t>(p.numel - first < tile_elems ? p.numel - first : tile_elems);
+  const tile_desc d = describe_tile<W>(p.segments, p.segment_count, true, first, n, tile_elems);
+
+  uint4 b[iters], t[iters];
+  std::uint64_t mask = 0, base_sum = 0;
+  load_tile<W, threads, iters, true>(p.segments, first, n, d, b, t, [&](int it, int k, std::uint64_t flat) {
+    const W bw = vec_get<W>(b[it], k), tw = vec_get<W>(t[it], k);
+    if constexpr (HashBase) base_sum += element_hash(flat, bw);
+    if (bw != tw) mask |= std::uint64_t{1} << (it * vec + k);
+  });
+
+  // Rank the changes: counts per iteration packed in 16-bit fields, one block scan.
+  constexpr std::uint64_t vec_mask = (std::uint64_t{1} << vec) - 1;
+  std::uint64_t packed = 0;
+#pragma unroll
+  for (int it = 0; it < iters; ++it) packed |= static_cast<std::uint64_t>(__popcll((mask >> (it * vec)) & vec_mask)) << (16 * it);
+  std::uint64_t prefix = 0, agg = 0;
+  scan_t(scan_tmp).ExclusiveSum(packed, prefix, agg);
+  std::uint32_t total = 0;
+#pragma unroll
+  for (int it = 0; it < iters; ++it) total += static_cast<std::uint32_t>((agg >> (16 * it)) & 0xFFFF);
+  const std::uint32_t padded = (total + 7) & ~7u;
+  if (threadIdx.x == 0) {
+    std::uint64_t off = 0;
+    if (total) off = atomicAdd(reinterpret_cast<unsigned long long*>(p.allocated), static_cast<unsigned long long>(padded));
+    p.tile_off[tile] = off;
+    p.tile_cnt[tile] = total;
+    s_off = off;
+  }
+  std::uint32_t base_rank = 0;
+#pragma unroll
+  for (int it = 0; it < iters; ++it) {
+    std::uint32_t rank = base_rank + static_cast<std::uint32_t>((prefix >> (16 * it)) & 0xFFFF);
+    const std::uint32_t e0 = static_cast<std::uint32_t>((it * threads + static_cast<int>(threadIdx.x)) * vec);
+#pragma unroll
+    for (int k = 0; k < vec; ++k) {
+      if ((mask >> (it * vec + k)) & 1u) {
+        s_pos[rank] = static_cast<std::uint16_t>(e0 + k);
+        s_old[rank] = vec_get<W>(b[it], k);
+        s_new[rank] = vec_get<W>(t[it], k);
+        ++rank;
+      }
+    }
+    base_rank += static_cast<std::uint32_t>((agg >> (16 * it)) & 0xFFFF);
+  }
+  __syncthreads();  // staging and s_off are visible
+
+  const std::uint64_t off = s_off;
+  const bool store = total != 0 && off + padded <= p.capacity;
+  W* vals = static_cast<W*>(p.out_val);
+  std::uint64_t delta_sum = 0;
+  const std::uint64_t flat0 = d.fast ? p.segments[d.seg_lo].flat_first + (first - p.segments[d.seg_lo].bucket_first) : 0;
+  for (std::uint32_t i = threadIdx.x; i < total; i += threads) {
+    const std::uint32_t pos = s_pos[i];
+    const W ow = s_old[i], nw = s_new[i];
+    std::uint64_t flat = flat0 + pos;
+    if (!d.fast) {
+      const resolved_segment& sg = p.segments[find_segment(p.segments, d.seg_lo, d.seg_hi + 1, first + pos)];
+      flat = sg.flat_first + (first + pos - sg.bucket_first);
+    }
+    delta_sum += element_hash(flat, nw) - element_hash(flat, ow);
+    if (store) {
+      p.out_pos[off + i] = static_cast<std::uint16_t>(pos);
+      vals[off + i] = code_value<W>(p.mode, ow, nw);
+    }
+  }
+  if (store && threadIdx.x < padded - total) {  // zero the padding so that readers of whole groups of 8 see defined bytes
+    p.out_pos[off + total + threadIdx.x] = 0;
+    vals[off + total + threadIdx.x] = 0;
+  }
+
+  // Both checksum partial sums in one reduction.
+  const std::uint64_t bs = warp_sum(base_sum), ds = warp_sum(delta_sum);
+  const int warp = static_cast<int>(threadIdx.x) / 32;
+  if ((threadIdx.x & 31u) == 0) {
+    s_warp[0][warp] = bs;
+    s_warp[1][warp] = ds;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    std::uint64_t sb = 0, sd = 0;
+#pragma unroll
+    for (int w = 0; w < threads / 32; ++w) {
+      sb += s_warp[0][w];
+      sd += s_warp[1][w];
+    }
+    const unsigned slot = static_cast<unsigned>(tile % hash_slots);
+    if (HashBase && sb) atomicAdd(reinterpret_cast<unsigned long long*>(p.base_slots + slot), static_cast<unsigned long long>(sb));
+    if (sd) atomicAdd(reinterpret_cast<unsigned long long*>(p.delta_slots + slot), static_cast<unsigned long long>(sd));
+  }
+}
+
+// Content checksum of a bucket's elements (one copy), for apply's base check. Persistent blocks loop over
+// the tiles; the element count comes from device memory (a received bucket header).
+struct hash_params {
+  const resolved_segment* segments;
+  const std::uint32_t* segment_count;  // device
+  const std::uint64_t* numel;          // device
+  unsigned tile_log2;
+  std::uint64_t* slots;
+  const int* skip;  // device flag: nonzero = do nothing (bucket already rejected)
+};
+
+// Every thread of the block must call it (it synchronizes).
+template <class W, class P>
+SPARSESYNC_DEVICE void hash_elements(const hash_params& p) {
+  constexpr int threads = P::detect_threads;
+  constexpr int iters = P::detect_iters;
+  __shared__ std::uint64_t s_warp[threads / 32];
+  if (*p.skip) return;
+  const std::uint64_t numel = *p.numel;
+  const std::uint32_t segment_count = *p.segment_count;
+  const std::uint32_t tile_elems = 1u << p.tile_log2;
+  const std::uint64_t tiles = (numel + tile_elems - 1) >> p.tile_log2;
+  std::uint64_t sum = 0;
+  for (std::uint64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+    const std::uint64_t first = tile << p.tile_log2;
+    const std::uint32_t n = static_cast<std::uint32_t>(numel - first < tile_elems ? numel - first : tile_elems);
+    const tile_desc d = describe_tile<W>(p.segments, segment_count, false, first, n, tile_elems);
+    uint4 b[iters], t[iters];
+    load_tile<W, threads, iters, false>(p.segments, first, n, d, b, t,
+                                        [&](int it, int k, std::uint64_t flat) { sum += element_hash(flat, vec_get<W>(b[it], k)); });
+  }
+  block_add_to_slot<threads>(sum, s_warp, p.slots + blockIdx.x % hash_slots);
+}
+
+}  // namespace detail
+}  // namespace cuda
+SPARSESYNC_NS_END

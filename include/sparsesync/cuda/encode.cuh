@@ -1,0 +1,642 @@
+// GPU encoder of one bucket frame, byte-identical to format/bucket_writer.hpp (FORMAT.md section 3).
+//
+// Pipeline, all stream-ordered, no host synchronization:
+//   detect   (one block per tile)   reads base and target once: base checksum (unless known), changes, their
+//                                   hash deltas; compacts (position, coded value) into scratch
+//   size     (a warp per chunk for raw_index32 / delta_varint, a thread per chunk for bitmap / rice)
+//            change count, data bytes (and Rice parameters) of each chunk
+//   scan     (3 small launches)     chunk data offsets and the bucket's data length
+//   write    (same split) chunk table entry and data; warps place bytes by warp scans of per-change byte
+//            counts and then hash the chunk, threads stream bits and hash them on the fly (XXH64 of entry || data)
+//   finalize (one block)            segment table, payload checksum, bucket header, encode_result
+// Memory: scratch of (2 + element bytes) per change plus O(tiles + chunks); the frame is written once.
+// Where it synchronizes with the host: never. The frame size and checksums land in a device-side
+// encode_result; read it (one cudaMemcpy + sync) when the host needs them. encode_plan (plan.cuh) does that.
+#pragma once
+
+#include <sparsesync/codec/encoder.hpp>
+#include <sparsesync/cuda/chunk_codec.cuh>
+#include <sparsesync/cuda/detect.cuh>
+#include <sparsesync/cuda/scan.cuh>
+#include <sparsesync/cuda/types.cuh>
+#include <sparsesync/cuda/warp_decode.cuh>
+#include <sparsesync/format/wire.hpp>
+
+SPARSESYNC_NS_BEGIN
+namespace cuda {
+
+enum class encode_status : std::int32_t {
+  ok = 0,
+  scratch_too_small = 1,  // more changes than encode_config::max_changes: see encode_result::entries_needed
+  output_too_small = 2,   // the frame needs encode_result::frame_bytes bytes of output
+  internal_error = 3,     // the size and write passes disagreed (a bug: please report)
+};
+
+// Written by the last kernel of an encode into device memory.
+struct encode_result {
+  std::int32_t status = 0;  // encode_status
+  std::uint32_t reserved = 0;
+  std::uint64_t frame_bytes = 0;     // bucket frame length (also when the output was too small)
+  std::uint64_t changed = 0;         // changed elements
+  std::uint64_t entries_needed = 0;  // scratch entries the detect pass reserved (>= changed; padding per tile)
+  std::uint64_t base_checksum = 0;
+  std::uint64_t target_checksum = 0;
+  std::uint64_t payload_checksum = 0;
+};
+
+struct encode_config {
+  encoder_id encoder = encoder_id::delta_varint;
+  value_mode mode = value_mode::absolute;
+  unsigned log2_chunk = default_log2_chunk;
+  std::uint32_t bucket_index = 0;
+  // Scratch capacity in changes (each costs 2 + element bytes). Exceeding it is reported, not fatal.
+  std::uint64_t max_changes = 0;
+  // The incremental path: the caller vouches for the bucket's base content checksum (typically the target
+  // checksum of the previous step), so only changed elements are hashed.
+  bool known_base = false;
+  std::uint64_t base_checksum = 0;
+};
+
+namespace detail {
+
+// Eight coded values, packed: 8, 16 or 32 bytes.
+template <class W>
+struct value_group {
+  uint4 v[sizeof(W) == 4 ? 2 : 1];
+};
+
+template <class W>
+SPARSESYNC_DEVICE value_group<W> load_values8(const W* p) {
+  value_group<W> g;
+  if constexpr (sizeof(W) == 1) {
+    const uint2 x = *reinterpret_cast<const uint2*>(p);
+    g.v[0] = make_uint4(x.x, x.y, 0, 0);
+  } else if constexpr (sizeof(W) == 2) {
+    g.v[0] = *reinterpret_cast<const uint4*>(p);
+  } else {
+    g.v[0] = reinterpret_cast<const uint4*>(p)[0];
+    g.v[1] = reinterpret_cast<const uint4*>(p)[1];
+  }
+  return g;
+}
+
+template <class W>
+SPARSESYNC_DEVICE W value_at(const value_group<W>& g, int k) {
+  if constexpr (sizeof(W) == 4) return k < 4 ? vec_get<W>(g.v[0], k) : vec_get<W>(g.v[sizeof(W) == 4 ? 1 : 0], k - 4);
+  return vec_get<W>(g.v[0], k);
+}
+
+// A chunk's compacted changes: its tiles' runs of (u16 tile-relative position, coded value), in order. One
+// thread walks them with the next group of 8 (and the next tile's header) already in flight.
+template <class W>
+struct compact_source {
+  const std::uint16_t* pos;
+  const W* val;
+  const std::uint64_t* tile_off;
+  const std::uint32_t* tile_cnt;
+  std::uint64_t t0, t1;
+  unsigned tile_log2;
+
+  template <class F>
+  SPARSESYNC_DEVICE void for_each(F&& f) const {
+    std::uint32_t cnt = t0 < t1 ? tile_cnt[t0] : 0;
+    std::uint64_t off = t0 < t1 ? tile_off[t0] : 0;
+    for (std::uint64_t t = t0; t < t1; ++t) {
+      std::uint32_t next_cnt = 0;
+      std::uint64_t next_off = 0;
+      if (t + 1 < t1) {
+        next_cnt = tile_cnt[t + 1];
+        next_off = tile_off[t + 1];
+      }
+      if (cnt) {
+        const std::uint32_t base = static_cast<std::uint32_t>(t - t0) << tile_log2;
+        uint4 pv = *reinterpret_cast<const uint4*>(pos + off);
+        value_group<W> vv = load_values8<W>(val + off);
+        for (std::uint32_t i = 0; i < cnt; i += 8) {
+          const bool more = i + 8 < cnt;
+          uint4 pn = pv;
+          value_group<W> vn = vv;
+          if (more) {
+            pn = *reinterpret_cast<const uint4*>(pos + off + i + 8);
+            vn = load_values8<W>(val + off + i + 8);
+          }
+          const int m = cnt - i < 8 ? static_cast<int>(cnt - i) : 8;
+#pragma unroll 1
+          for (int k = 0; k < m; ++k) f(base + vec_get<std::uint16_t>(pv, k), value_at<W>(vv, k));  // one copy of f
+          pv = pn;
+          vv = vn;
+        }
+      }
+      cnt = next_cnt;
+      off = next_off;
+    }
+  }
+};
+
+struct encode_counters {
+  std::uint64_t allocated;
+  std::uint64_t data_total;
+  std::uint64_t changed[hash_slots];
+  std::uint64_t base[hash_slots];
+  std::uint64_t delta[hash_slots];
+  // reset by the write phase:
+  std::uint64_t payload[hash_slots];
+  std::int32_t error;
+  std::int32_t reserved;
+};
+
+struct chunk_pass_params {
+  std::uint64_t numel;
+  std::uint32_t chunk_count;
+  unsigned log2_chunk;
+  unsigned tile_log2;
+  std::uint64_t num_tiles;
+  encoder_id enc;
+  value_mode mode;
+  const std::uint16_t* pos;
+  const void* val;
+  const std::uint64_t* tile_off;
+  const std::uint32_t* tile_cnt;
+  std::uint64_t capacity;
+  chunk_plan* plans;
+  std::uint64_t* chunk_bytes;
+  const std::uint64_t* chunk_off;
+  encode_counters* ctr;
+  unsigned char* out;
+  std::uint64_t out_capacity;
+  std::uint32_t segment_count;
+};
+
+template <class W>
+SPARSESYNC_DEVICE compact_source<W> chunk_source(const chunk_pass_params& p, std::uint32_t c) {
+  const std::uint64_t per = std::uint64_t{1} << (p.log2_chunk - p.tile_log2);
+  const std::uint64_t t0 = c * per;
+  const std::uint64_t t1 = t0 + per < p.num_tiles ? t0 + per : p.num_tiles;
+  return {p.pos, static_cast<const W*>(p.val), p.tile_off, p.tile_cnt, t0, t1, p.tile_log2};
+}
+
+SPARSESYNC_DEVICE std::uint32_t chunk_numel(std::uint64_t numel, unsigned log2_chunk, std::uint32_t c) {
+  const std::uint64_t first = std::uint64_t{c} << log2_chunk;
+  const std::uint64_t size = std::uint64_t{1} << log2_chunk;
+  return static_cast<std::uint32_t>(numel - first < size ? numel - first : size);
+}
+
+template <class W, class P>
+SPARSESYNC_KERNEL void __launch_bounds__(P::chunk_threads) chunk_size_kernel(chunk_pass_params p) {
+  const std::uint32_t c = blockIdx.x * blockDim.x + threadIdx.x;
+  if (c >= p.chunk_count || p.ctr->allocated > p.capacity) return;
+  const auto src = chunk_source<W>(p, c);
+  std::uint32_t n = 0;
+  for (std::uint64_t t = src.t0; t < src.t1; ++t) n += p.tile_cnt[t];
+  chunk_plan plan;
+  p.chunk_bytes[c] = chunk_data_size<W>(p.enc, p.mode, chunk_numel(p.numel, p.log2_chunk, c), n, src, plan);
+  p.plans[c] = plan;
+  if (n) atomicAdd(reinterpret_cast<unsigned long long*>(p.ctr->changed + c % hash_slots), static_cast<unsigned long long>(n));
+}
+
+SPARSESYNC_HD std::uint64_t frame_bytes_of(std::uint32_t segments, std::uint32_t chunks, std::uint64_t data) {
+  return bucket_header_bytes + segment_entry_bytes * std::uint64_t{segments} + chunk_entry_bytes * std::uint64_t{chunks} + data;
+}
+
+template <class W, class P>
+SPARSESYNC_KERNEL void __launch_bounds__(P::chunk_threads) chunk_write_kernel(chunk_pass_params p) {
+  const std::uint32_t c = blockIdx.x * blockDim.x + threadIdx.x;
+  if (c >= p.chunk_count || p.ctr->allocated > p.capacity) return;
+  if (frame_bytes_of(p.segment_count, p.chunk_count, p.ctr->data_total) > p.out_capacity) return;
+  unsigned char* table = p.out + bucket_header_bytes + segment_entry_bytes * std::uint64_t{p.segment_count};
+  unsigned char* data = table + chunk_entry_bytes * std::uint64_t{p.chunk_count};
+  const chunk_plan plan = p.plans[c];
+  const std::uint64_t bytes = p.chunk_bytes[c];
+  const std::uint64_t entry = std::uint64_t{plan.changes} | (bytes << 32);
+  store_le64(table + chunk_entry_bytes * std::uint64_t{c}, entry);
+  std::uint64_t digest;
+  if (plan.changes) {
+    const auto src = chunk_source<W>(p, c);
+    chunk_writer<true, true> w(data + p.chunk_off[c], bytes, c, entry);
+    encode_chunk<W>(p.enc, p.mode, chunk_numel(p.numel, p.log2_chunk, c), plan, src, w);
+    if (!w.finish()) atomicExch(&p.ctr->error, 1);
+    digest = w.digest();
+  } else {
+    xxh64_state h(c);
+    h.update_word(entry);
+    digest = h.digest();
+  }
+  atomicAdd(reinterpret_cast<unsigned long long*>(p.ctr->payload + c % hash_slots), static_cast<unsigned long long>(digest));
+}
+
+// ---- warp-per-chunk size and write passes for the byte-aligned encoders (raw_index32, delta_varint) ----
+// Lanes take consecutive changes; byte offsets come from warp scans of per-change byte counts, so each lane
+// writes its own bytes (no two lanes share a byte), then the warp hashes the chunk (warp_hash_chunk).
+
+// Calls f(act, rank, pos, value, prev) on all lanes for each group of 32 consecutive changes of the chunk;
+// `prev` is the position of the change before (or ~0u before the first).
+template <class W, class F>
+SPARSESYNC_DEVICE void warp_for_each(const compact_source<W>& src, F&& f) {
+  const unsigned lane = lane_id();
+  std::uint32_t rank0 = 0, carry = ~0u;
+  for (std::uint64_t t = src.t0; t < src.t1; ++t) {
+    const std::uint32_t cnt = src.tile_cnt[t];
+    if (cnt == 0) continue;
+    const std::uint64_t off = src.tile_off[t];
+    const std::uint32_t base = static_cast<std::uint32_t>(t - src.t0) << src.tile_log2;
+    for (std::uint32_t i0 = 0; i0 < cnt; i0 += 32) {
+      const std::uint32_t i = i0 + lane;
+      const bool act = i < cnt;
+      const std::uint32_t pos = act ? base + src.pos[off + i] : 0u;
+      const W v = act ? src.val[off + i] : W{0};
+      const std::uint32_t up = __shfl_up_sync(full_warp, pos, 1);
+      const std::uint32_t prev = lane == 0 ? carry : up;
+      f(act, rank0 + i, pos, v, prev);
+      const unsigned last = (cnt - i0 < 32 ? cnt - i0 : 32) - 1;
+      carry = __shfl_sync(full_warp, pos, last);
+    }
+    rank0 += cnt;
+  }
+}
+
+SPARSESYNC_DEVICE void store_varint(unsigned char* p, std::uint64_t v) {
+  while (v >= 0x80) {
+    *p++ = static_cast<unsigned char>((v & 0x7F) | 0x80);
+    v >>= 7;
+  }
+  *p = static_cast<unsigned char>(v);
+}
+
+SPARSESYNC_DEVICE void store_bytes_le(unsigned char* p, std::uint64_t v, unsigned n) {
+  for (unsigned i = 0; i < n; ++i) p[i] = static_cast<unsigned char>(v >> (8 * i));
+}
+
+template <class W, class P>
+SPARSESYNC_KERNEL void __launch_bounds__(P::chunk_threads) warp_size_kernel(chunk_pass_params p) {
+  const unsigned lane = lane_id();
+  const std::uint64_t c = (std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x) / 32;
+  if (c >= p.chunk_count || p.ctr->allocated > p.capacity) return;  // warp-uniform
+  const auto src = chunk_source<W>(p, static_cast<std::uint32_t>(c));
+  std::uint32_t n = 0;
+  for (std::uint64_t t = src.t0; t < src.t1; ++t) n += p.tile_cnt[t];
+  const bool ulp = p.mode == value_mode::ulp;
+  const bool varint = p.enc == encoder_id::delta_varint;
+  std::uint64_t gbytes = 0, vbytes = 0;
+  if (n && (ulp || varint)) {
+    warp_for_each<W>(src, [&](bool act, std::uint32_t, std::uint32_t pos, W v, std::uint32_t prev) {
+      if (!act) return;
+      if (varint) gbytes += varint_bytes(pos - prev - 1);  // prev == ~0u before the first change: gap = pos
+      if (ulp) vbytes += varint_bytes(zigzag<W>(v));
+    });
+    gbytes = warp_sum(gbytes);
+    vbytes = warp_sum(vbytes);
+    gbytes = __shfl_sync(full_warp, gbytes, 0);
+    vbytes = __shfl_sync(full_warp, vbytes, 0);
+  }
+  if (!ulp) vbytes = std::uint64_t{n} * sizeof(W);
+  if (!varint) gbytes = 4ull * n;
+  if (lane == 0) {
+    p.plans[c] = chunk_plan{n, 0, 0, static_cast<std::uint32_t>(gbytes)};
+    p.chunk_bytes[c] = n ? gbytes + vbytes : 0;
+    if (n) atomicAdd(reinterpret_cast<unsigned long long*>(p.ctr->changed + c % hash_slots), static_cast<unsigned long long>(n));
+  }
+}
+
+template <class W, class P>
+SPARSESYNC_KERNEL void __launch_bounds__(P::chunk_threads) warp_write_kernel(chunk_pass_params p) {
+  const unsigned lane = lane_id();
+  const std::uint64_t c = (std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x) / 32;
+  if (c >= p.chunk_count || p.ctr->allocated > p.capacity) return;  // warp-uniform
+  if (frame_bytes_of(p.segment_count, p.chunk_count, p.ctr->data_total) > p.out_capacity) return;
+  unsigned char* table = p.out + bucket_header_bytes + segment_entry_bytes * std::uint64_t{p.segment_count};
+  unsigned char* data = table + chunk_entry_bytes * std::uint64_t{p.chunk_count} + p.chunk_off[c];
+  const chunk_plan plan = p.plans[c];
+  const std::uint64_t bytes = p.chunk_bytes[c];
+  const std::uint64_t entry = std::uint64_t{plan.changes} | (bytes << 32);
+  if (lane == 0) store_le64(table + chunk_entry_bytes * c, entry);
+  if (plan.changes) {
+    const auto src = chunk_source<W>(p, static_cast<std::uint32_t>(c));
+    const bool varint = p.enc == encoder_id::delta_varint;
+    const bool ulp = p.mode == value_mode::ulp;
+    std::uint64_t gat = 0, vat = plan.values_at;  // running byte offsets of the two sections
+    warp_for_each<W>(src, [&](bool act, std::uint32_t rank, std::uint32_t pos, W v, std::uint32_t prev) {
+      if (varint) {
+        const std::uint32_t gap = pos - prev - 1;
+        const std::uint64_t len = act ? varint_bytes(gap) : 0;
+        const std::uint64_t incl = warp_inclusive_sum(len);
+        if (act) store_varint(data + gat + incl - len, gap);
+        gat += __shfl_sync(full_warp, incl, 31);
+      } else if (act) {
+        store_bytes_le(data + 4ull * rank, pos, 4);
+      }
+      if (ulp) {
+        const W z = zigzag<W>(v);
+        const std::uint64_t len = act ? varint_bytes(z) : 0;
+        const std::uint64_t incl = warp_inclusive_sum(len);
+        if (act) store_varint(data + vat + incl - len, z);
+        vat += __shfl_sync(full_warp, incl, 31);
+      } else if (act) {
+        store_bytes_le(data + plan.values_at + std::uint64_t{sizeof(W)} * rank, v, sizeof(W));
+      }
+    });
+    if (ulp && vat != bytes && lane == 0) atomicExch(&p.ctr->error, 1);  // the size pass disagreed: a bug
+  }
+  __syncwarp();  // the chunk's bytes, written by all lanes, are visible to the hashing lanes
+  const std::uint64_t digest = warp_hash_chunk(c, entry, data, plan.changes ? bytes : 0);
+  if (lane == 0) atomicAdd(reinterpret_cast<unsigned long long*>(p.ctr->payload + c % hash_slots), static_cast<unsigned long long>(digest));
+}
+
+struct finalize_params {
+  const device_segment* segments;
+  std::uint32_t segment_count;
+  std::uint32_t index;
+  encoder_id enc;
+  value_mode mode;
+  sparsesync::dtype dtype;
+  unsigned log2_chunk;
+  std::uint64_t numel;
+  std::uint32_t chunk_count;
+  std::uint64_t capacity;
+  const encode_counters* ctr;
+  bool known_base;
+  std::uint64_t known_base_checksum;
+  bool write_frame;  // false: only report sizes (after the detect phase)
+  unsigned char* out;
+  std::uint64_t out_capacity;
+  encode_result* result;
+};
+
+SPARSESYNC_DEVICE std::uint64_t sum_slots(const std::uint64_t* s) {
+  std::uint64_t v = 0;
+  for (int i = 0; i < hash_slots; ++i) v += s[i];
+  return v;
+}
+
+SPARSESYNC_KERNEL void __launch_bounds__(256) encode_finalize_kernel(finalize_params p) {
+  const encode_counters& ctr = *p.ctr;
+  const std::uint64_t frame = frame_bytes_of(p.segment_count, p.chunk_count, ctr.data_total);
+  encode_status st = encode_status::ok;
+  if (ctr.allocated > p.capacity)
+    st = encode_status::scratch_too_small;
+  else if (frame > p.out_capacity && p.write_frame)
+    st = encode_status::output_too_small;
+  else if (p.write_frame && ctr.error)
+    st = encode_status::internal_error;
+  const bool write = p.write_frame && st == encode_status::ok;
+  if (write) {
+    for (std::uint32_t s = threadIdx.x; s < p.segment_count; s += blockDim.x) {
+      unsigned char* e = p.out + bucket_header_bytes + segment_entry_bytes * std::uint64_t{s};
+      const device_segment& sg = p.segments[s];
+      store_le64(e, sg.tensor);
+      store_le64(e + 8, sg.tensor_offset);
+      store_le64(e + 16, sg.count);
+    }
+  }
+  if (threadIdx.x != 0) return;
+  encode_result r;
+  r.status = static_cast<std::int32_t>(st);
+  r.entries_needed = ctr.allocated;
+  r.frame_bytes = st == encode_status::scratch_too_small ? 0 : frame;
+  if (st != encode_status::scratch_too_small) {
+    r.changed = sum_slots(ctr.changed);
+    r.base_checksum = p.known_base ? p.known_base_checksum : sum_slots(ctr.base);
+    r.target_checksum = r.base_checksum + sum_slots(ctr.delta);
+  }
+  if (write) {
+    xxh64_state seg_hash(0);
+    for (std::uint32_t s = 0; s < p.segment_count; ++s) {
+      const device_segment& sg = p.segments[s];
+      seg_hash.update_word(sg.tensor);
+      seg_hash.update_word(sg.tensor_offset);
+      seg_hash.update_word(sg.count);
+    }
+    r.payload_checksum = seg_hash.digest() + sum_slots(ctr.payload);
+    std::uint64_t w[9];
+    w[0] = std::uint64_t{bucket_magic} | (std::uint64_t{p.index} << 32);
+    w[1] = std::uint64_t{static_cast<std::uint8_t>(p.enc)} | (std::uint64_t{static_cast<std::uint8_t>(p.mode)} << 8) |
+           (std::uint64_t{static_cast<std::uint8_t>(p.dtype)} << 16) | (std::uint64_t{p.log2_chunk} << 24) |
+           (std::uint64_t{p.segment_count} << 32);
+    w[2] = p.numel;
+    w[3] = r.changed;
+    w[4] = p.chunk_count;  // reserved u32 = 0
+    w[5] = ctr.data_total;
+    w[6] = r.base_checksum;
+    w[7] = r.target_checksum;
+    w[8] = r.payload_checksum;
+    xxh64_state hh(0);
+    for (int i = 0; i < 9; ++i) {
+      hh.update_word(w[i]);
+      store_le64(p.out + 8 * i, w[i]);
+    }
+    store_le64(p.out + 72, hh.digest());
+  }
+  *p.result = r;
+}
+
+struct encode_layout {
+  unsigned w = 2;
+  unsigned tile_log2 = 0;
+  std::uint64_t num_tiles = 0;
+  std::uint64_t chunk_count = 0;
+  encode_counters* ctr = nullptr;
+  std::uint64_t* tile_off = nullptr;
+  std::uint32_t* tile_cnt = nullptr;
+  std::uint16_t* pos = nullptr;
+  void* val = nullptr;
+  chunk_plan* plans = nullptr;
+  std::uint64_t* chunk_bytes = nullptr;
+  std::uint64_t* chunk_off = nullptr;
+  std::uint64_t* scan_partials = nullptr;
+  resolved_segment* resolved = nullptr;
+  std::size_t bytes = 0;
+};
+
+template <class D>
+encode_layout carve_encode(void* d_temp, const device_bucket& b, const encode_config& cfg) {
+  encode_layout l;
+  l.w = size_of(b.dtype);
+  const unsigned max_tile_log2 = visit_width(l.w, [&]<class W>() {
+    return tile_traits<W, D::detect_threads, D::detect_iters>::max_tile_log2;
+  });
+  l.tile_log2 = cfg.log2_chunk < max_tile_log2 ? cfg.log2_chunk : max_tile_log2;
+  l.num_tiles = (b.numel + (std::uint64_t{1} << l.tile_log2) - 1) >> l.tile_log2;
+  l.chunk_count = (b.numel + (std::uint64_t{1} << cfg.log2_chunk) - 1) >> cfg.log2_chunk;
+  temp_carver t(d_temp);
+  l.ctr = t.take<encode_counters>(1);
+  l.tile_off = t.take<std::uint64_t>(l.num_tiles);
+  l.tile_cnt = t.take<std::uint32_t>(l.num_tiles);
+  l.pos = t.take<std::uint16_t>(cfg.max_changes);
+  l.val = t.take<unsigned char>(cfg.max_changes * l.w);
+  l.plans = t.take<chunk_plan>(l.chunk_count);
+  l.chunk_bytes = t.take<std::uint64_t>(l.chunk_count);
+  l.chunk_off = t.take<std::uint64_t>(l.chunk_count);
+  l.scan_partials = t.take<std::uint64_t>(scan_partials_words);
+  l.resolved = t.take<resolved_segment>(b.segment_count);
+  l.bytes = t.bytes();
+  return l;
+}
+
+inline bool valid_config(const device_bucket& b, const encode_config& cfg) {
+  if (!is_valid(b.dtype) || b.numel == 0 || b.segment_count == 0 || b.segments == nullptr) return false;
+  if (cfg.log2_chunk < min_log2_chunk || cfg.log2_chunk > max_log2_chunk) return false;
+  if (static_cast<unsigned>(cfg.encoder) < 1 || static_cast<unsigned>(cfg.encoder) > 4) return false;
+  if (cfg.mode != value_mode::absolute && cfg.mode != value_mode::ulp) return false;
+  const std::uint64_t chunks = ((b.numel - 1) >> cfg.log2_chunk) + 1;
+  return chunks <= 0xFFFFFFFFull;
+}
+
+// raw_index32 and delta_varint are written a warp per chunk; bitmap and rice a thread per chunk.
+inline bool warp_encoder(encoder_id e) { return e == encoder_id::raw_index32 || e == encoder_id::delta_varint; }
+
+struct sum_loader {
+  const std::uint64_t* v;
+  SPARSESYNC_DEVICE std::uint64_t operator()(std::uint64_t i) const { return v[i]; }
+};
+
+template <class P>
+cudaError_t encode_detect(const encode_layout& l, const device_bucket& b, const void* const* d_base, const void* const* d_target,
+                          encode_result* d_result, const encode_config& cfg, cudaStream_t stream) {
+  SPARSESYNC_CUDA_TRY(cudaMemsetAsync(l.ctr, 0, sizeof(encode_counters), stream));
+  if (l.num_tiles > 0x7FFFFFFFull) return cudaErrorInvalidValue;
+  resolve_segments_kernel<<<(b.segment_count + 127) / 128, 128, 0, stream>>>(b.segments, b.segment_count, d_base, d_target, l.w,
+                                                                             l.resolved);
+  SPARSESYNC_CUDA_LAUNCH_CHECK(stream);
+  detect_params dp{l.resolved, b.segment_count, b.numel, l.tile_log2, cfg.mode, l.pos, l.val, cfg.max_changes,
+                   l.tile_off, l.tile_cnt, &l.ctr->allocated, l.ctr->base, l.ctr->delta};
+  chunk_pass_params cp{b.numel,       static_cast<std::uint32_t>(l.chunk_count), cfg.log2_chunk, l.tile_log2, l.num_tiles, cfg.encoder,
+                       cfg.mode,      l.pos, l.val, l.tile_off, l.tile_cnt, cfg.max_changes, l.plans, l.chunk_bytes, l.chunk_off,
+                       l.ctr,         nullptr, 0, b.segment_count};
+  const unsigned grid = static_cast<unsigned>(l.num_tiles);
+  const unsigned chunk_grid = static_cast<unsigned>((l.chunk_count + P::chunk_threads - 1) / P::chunk_threads);
+  const unsigned warp_grid = static_cast<unsigned>((l.chunk_count * 32 + P::chunk_threads - 1) / P::chunk_threads);
+  using DK = typename P::detect_known;
+  using DH = typename P::detect_hashed;
+  cudaError_t err = visit_width(l.w, [&]<class W>() -> cudaError_t {
+    if (cfg.known_base)
+      detect_kernel<W, DK, false><<<grid, DK::detect_threads, 0, stream>>>(dp);
+    else
+      detect_kernel<W, DH, true><<<grid, DH::detect_threads, 0, stream>>>(dp);
+    SPARSESYNC_CUDA_LAUNCH_CHECK(stream);
+    if (warp_encoder(cfg.encoder))
+      warp_size_kernel<W, P><<<warp_grid, P::chunk_threads, 0, stream>>>(cp);
+    else
+      chunk_size_kernel<W, P><<<chunk_grid, P::chunk_threads, 0, stream>>>(cp);
+    SPARSESYNC_CUDA_LAUNCH_CHECK(stream);
+    return cudaSuccess;
+  });
+  if (err != cudaSuccess) return err;
+  SPARSESYNC_CUDA_TRY(exclusive_scan(sum_loader{l.chunk_bytes}, nullptr, l.chunk_count, l.scan_partials, l.chunk_off,
+                                     &l.ctr->data_total, stream));
+  if (d_result) {
+    finalize_params fp{b.segments, b.segment_count, cfg.bucket_index, cfg.encoder, cfg.mode, b.dtype, cfg.log2_chunk, b.numel,
+                       static_cast<std::uint32_t>(l.chunk_count), cfg.max_changes, l.ctr, cfg.known_base, cfg.base_checksum, false,
+                       nullptr, 0, d_result};
+    encode_finalize_kernel<<<1, 32, 0, stream>>>(fp);
+    SPARSESYNC_CUDA_LAUNCH_CHECK(stream);
+  }
+  return cudaSuccess;
+}
+
+template <class P>
+cudaError_t encode_write(const encode_layout& l, const device_bucket& b, unsigned char* d_out, std::size_t out_capacity,
+                         encode_result* d_result, const encode_config& cfg, cudaStream_t stream) {
+  SPARSESYNC_CUDA_TRY(cudaMemsetAsync(l.ctr->payload, 0, sizeof(l.ctr->payload) + 2 * sizeof(std::int32_t), stream));
+  chunk_pass_params cp{b.numel,       static_cast<std::uint32_t>(l.chunk_count), cfg.log2_chunk, l.tile_log2, l.num_tiles, cfg.encoder,
+                       cfg.mode,      l.pos, l.val, l.tile_off, l.tile_cnt, cfg.max_changes, l.plans, l.chunk_bytes, l.chunk_off,
+                       l.ctr,         d_out, out_capacity, b.segment_count};
+  const unsigned chunk_grid = static_cast<unsigned>((l.chunk_count + P::chunk_threads - 1) / P::chunk_threads);
+  const unsigned warp_grid = static_cast<unsigned>((l.chunk_count * 32 + P::chunk_threads - 1) / P::chunk_threads);
+  cudaError_t err = visit_width(l.w, [&]<class W>() -> cudaError_t {
+    if (warp_encoder(cfg.encoder))
+      warp_write_kernel<W, P><<<warp_grid, P::chunk_threads, 0, stream>>>(cp);
+    else
+      chunk_write_kernel<W, P><<<chunk_grid, P::chunk_threads, 0, stream>>>(cp);
+    SPARSESYNC_CUDA_LAUNCH_CHECK(stream);
+    return cudaSuccess;
+  });
+  if (err != cudaSuccess) return err;
+  finalize_params fp{b.segments, b.segment_count, cfg.bucket_index, cfg.encoder, cfg.mode, b.dtype, cfg.log2_chunk, b.numel,
+                     static_cast<std::uint32_t>(l.chunk_count), cfg.max_changes, l.ctr, cfg.known_base, cfg.base_checksum, true,
+                     d_out, out_capacity, d_result};
+  encode_finalize_kernel<<<1, 256, 0, stream>>>(fp);
+  SPARSESYNC_CUDA_LAUNCH_CHECK(stream);
+  return cudaSuccess;
+}
+
+enum class encode_phase { detect, write, both };
+
+template <class P>
+cudaError_t dispatch_encode(void* d_temp, std::size_t& temp_bytes, const device_bucket& b, const void* const* d_base,
+                            const void* const* d_target, unsigned char* d_out, std::size_t out_capacity, encode_result* d_result,
+                            const encode_config& cfg, cudaStream_t stream, encode_phase phase) {
+  static_assert(tuning_policy<P>, "sparsesync: the CUDA tuning policy must satisfy sparsesync::cuda::tuning_policy");
+  if (!valid_config(b, cfg)) return cudaErrorInvalidValue;
+  const encode_layout l = cfg.known_base ? carve_encode<typename P::detect_known>(d_temp, b, cfg)
+                                         : carve_encode<typename P::detect_hashed>(d_temp, b, cfg);
+  if (d_temp == nullptr) {
+    temp_bytes = l.bytes;
+    return cudaSuccess;
+  }
+  if (temp_bytes < l.bytes) return cudaErrorInvalidValue;
+  if (phase != encode_phase::write) {
+    if (d_base == nullptr || d_target == nullptr) return cudaErrorInvalidValue;
+    SPARSESYNC_CUDA_TRY(encode_detect<P>(l, b, d_base, d_target, phase == encode_phase::detect ? d_result : nullptr, cfg, stream));
+  }
+  if (phase != encode_phase::detect) {
+    if (d_out == nullptr || d_result == nullptr) return cudaErrorInvalidValue;
+    SPARSESYNC_CUDA_TRY(encode_write<P>(l, b, d_out, out_capacity, d_result, cfg, stream));
+  }
+  return cudaSuccess;
+}
+
+}  // namespace detail
+
+// ---- public entry points (they forward to detail::dispatch_encode) ----
+
+// Encodes one bucket frame of the change from base to target into d_out (device memory).
+// Two-phase temporary storage: with d_temp == nullptr only temp_bytes is set. d_base and d_target are device
+// arrays of device pointers, indexed by layout tensor index (only the bucket's tensors are read).
+// On return the work is enqueued on `stream`; *d_result (device memory) holds the outcome when it completes.
+template <class Policy = default_policy>
+cudaError_t encode_bucket(void* d_temp, std::size_t& temp_bytes, const device_bucket& bucket, const void* const* d_base,
+                          const void* const* d_target, unsigned char* d_out, std::size_t out_capacity, encode_result* d_result,
+                          const encode_config& cfg, cudaStream_t stream = nullptr) {
+  return detail::dispatch_encode<Policy>(d_temp, temp_bytes, bucket, d_base, d_target, d_out, out_capacity, d_result, cfg, stream,
+                                         detail::encode_phase::both);
+}
+
+// The first half of encode_bucket: reads the weights, and leaves in *d_result the frame size (status ok or
+// scratch_too_small) so that a caller may size the output exactly (one sync) before encode_bucket_write.
+template <class Policy = default_policy>
+cudaError_t encode_bucket_detect(void* d_temp, std::size_t& temp_bytes, const device_bucket& bucket, const void* const* d_base,
+                                 const void* const* d_target, encode_result* d_result, const encode_config& cfg,
+                                 cudaStream_t stream = nullptr) {
+  return detail::dispatch_encode<Policy>(d_temp, temp_bytes, bucket, d_base, d_target, nullptr, 0, d_result, cfg, stream,
+                                         detail::encode_phase::detect);
+}
+
+// The second half: writes the frame from the scratch that encode_bucket_detect left in d_temp. May be
+// repeated (with a larger output) after output_too_small without reading the weights again.
+template <class Policy = default_policy>
+cudaError_t encode_bucket_write(void* d_temp, std::size_t temp_bytes, const device_bucket& bucket, unsigned char* d_out,
+                                std::size_t out_capacity, encode_result* d_result, const encode_config& cfg, cudaStream_t stream = nullptr) {
+  if (d_temp == nullptr) return cudaErrorInvalidValue;
+  return detail::dispatch_encode<Policy>(d_temp, temp_bytes, bucket, nullptr, nullptr, d_out, out_capacity, d_result, cfg, stream,
+                                         detail::encode_phase::write);
+}
+
+// Largest frame an encode with cfg.max_changes changes can produce (to size d_out without a sync).
+inline std::uint64_t max_frame_bytes(const device_bucket& b, const encode_config& cfg) {
+  const std::uint64_t w = size_of(b.dtype);
+  const std::uint64_t chunk = std::uint64_t{1} << cfg.log2_chunk;
+  const std::uint64_t chunks = (b.numel + chunk - 1) / chunk;
+  const std::uint64_t n = cfg.max_changes < b.numel ? cfg.max_changes : b.numel;
+  const std::uint64_t nonempty = n < chunks ? n : chunks;
+  const std::uint64_t vmax = cfg.mode == value_mode::absolute ? w : (8 * w + 6) / 7;
+  std::uint64_t data = 0;
+  switch (cfg.encoder) {
+    case encoder_id::raw_index32: data = n * (4 + vmax); break;
+    case encoder_id::bitmap: data = nonempty * ((chunk + 7) / 8) + n * vmax; break;
+    case encoder_id::delta_varint: data = n * (5 + vmax); break;
+    case encoder_id::rice: data = (n * (48 + 16 + 8 * w) + 7) / 8 + 3 * nonempty; break;
+  }
+  return detail::frame_bytes_of(b.segment_count, static_cast<std::uint32_t>(chunks), data);
+}
+
+}  // namespace cuda
+SPARSESYNC_NS_END

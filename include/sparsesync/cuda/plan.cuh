@@ -1,0 +1,325 @@
+// RAII plans: the host convenience layer over encode.cuh and apply.cuh. A plan owns its device scratch and
+// keeps it across steps (allocation is stream-ordered: cudaMallocAsync / cudaFreeAsync on the plan's stream,
+// and only when a larger size is needed). Plans throw sparsesync::cuda::cuda_error on CUDA failures and
+// report payload problems as sparsesync::status, like the host reader.
+//
+// Host synchronization: encode_plan::wait() and apply_plan::result() each do one stream synchronization
+// (to read the 64-byte result); apply_plan::verify/commit/apply read a frame's 8-byte change count first (one
+// synchronization per bucket) to size the staging list; everything else only enqueues work on the plan's
+// stream. The low-level functions (encode.cuh, apply.cuh) never synchronize.
+#pragma once
+
+#include <sparsesync/cuda/apply.cuh>
+#include <sparsesync/cuda/encode.cuh>
+
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+SPARSESYNC_NS_BEGIN
+namespace cuda {
+
+class cuda_error : public std::runtime_error {
+ public:
+  cuda_error(cudaError_t code, const std::string& what)
+      : std::runtime_error("sparsesync cuda: " + what + ": " + cudaGetErrorString(code)), code_(code) {}
+  [[nodiscard]] cudaError_t code() const noexcept { return code_; }
+
+ private:
+  cudaError_t code_;
+};
+
+inline void throw_on_cuda_error(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) throw cuda_error(e, what);
+}
+
+// Stream-ordered device allocation that only grows.
+class device_buffer {
+ public:
+  explicit device_buffer(cudaStream_t stream = nullptr) : stream_(stream) {}
+  device_buffer(const device_buffer&) = delete;
+  device_buffer& operator=(const device_buffer&) = delete;
+  device_buffer(device_buffer&& o) noexcept : p_(std::exchange(o.p_, nullptr)), size_(std::exchange(o.size_, 0)), stream_(o.stream_) {}
+  device_buffer& operator=(device_buffer&& o) noexcept {
+    if (this != &o) {
+      release();
+      p_ = std::exchange(o.p_, nullptr);
+      size_ = std::exchange(o.size_, 0);
+      stream_ = o.stream_;
+    }
+    return *this;
+  }
+  ~device_buffer() { release(); }
+
+  // Makes room for `bytes` (old contents are lost when it grows).
+  void reserve(std::size_t bytes) {
+    if (bytes <= size_) return;
+    release();
+    throw_on_cuda_error(cudaMallocAsync(&p_, bytes, stream_), "cudaMallocAsync");
+    size_ = bytes;
+  }
+  [[nodiscard]] void* data() const noexcept { return p_; }
+  [[nodiscard]] std::size_t size() const noexcept { return size_; }
+
+ private:
+  void release() noexcept {
+    if (p_) cudaFreeAsync(p_, stream_);
+    p_ = nullptr;
+    size_ = 0;
+  }
+  void* p_ = nullptr;
+  std::size_t size_ = 0;
+  cudaStream_t stream_ = nullptr;
+};
+
+template <class T>
+class pinned {
+ public:
+  pinned() { throw_on_cuda_error(cudaMallocHost(&p_, sizeof(T)), "cudaMallocHost"); *p_ = T{}; }
+  pinned(const pinned&) = delete;
+  pinned& operator=(const pinned&) = delete;
+  ~pinned() { cudaFreeHost(p_); }
+  T* get() const noexcept { return p_; }
+
+ private:
+  T* p_ = nullptr;
+};
+
+// The receiver's layout as device arrays (see device_layout).
+class device_layout_storage {
+ public:
+  explicit device_layout_storage(const model_layout& layout, cudaStream_t stream = nullptr) : buf_(stream) {
+    const std::size_t t = layout.size();
+    std::vector<unsigned char> host(bytes_for(t));
+    auto* numel = reinterpret_cast<std::uint64_t*>(host.data());
+    auto* first = numel + t;
+    auto* next = reinterpret_cast<std::uint32_t*>(first + t);
+    auto* dt = reinterpret_cast<std::uint8_t*>(next + t);
+    std::uint32_t following = static_cast<std::uint32_t>(t);
+    for (std::size_t i = t; i-- > 0;) {
+      numel[i] = layout[i].numel();
+      first[i] = layout.first_element(i);
+      dt[i] = static_cast<std::uint8_t>(layout[i].dtype);
+      next[i] = following;
+      if (numel[i] != 0) following = static_cast<std::uint32_t>(i);
+    }
+    buf_.reserve(host.size() ? host.size() : 1);
+    throw_on_cuda_error(cudaMemcpyAsync(buf_.data(), host.data(), host.size(), cudaMemcpyHostToDevice, stream), "upload layout");
+    throw_on_cuda_error(cudaStreamSynchronize(stream), "upload layout");
+    auto* d = static_cast<unsigned char*>(buf_.data());
+    view_.numel = reinterpret_cast<const std::uint64_t*>(d);
+    view_.first_element = view_.numel + t;
+    view_.next_nonempty = reinterpret_cast<const std::uint32_t*>(view_.first_element + t);
+    view_.dtype = reinterpret_cast<const std::uint8_t*>(view_.next_nonempty + t);
+    view_.tensor_count = static_cast<std::uint32_t>(t);
+    view_.first_nonempty = following;
+    view_.total_numel = layout.numel();
+  }
+  [[nodiscard]] const device_layout& view() const noexcept { return view_; }
+
+ private:
+  static std::size_t bytes_for(std::size_t t) { return t * (8 + 8 + 4 + 1); }
+  device_buffer buf_;
+  device_layout view_;
+};
+
+// Encodes one bucket, step after step, keeping its scratch, output and segment table on the device.
+class encode_plan {
+ public:
+  // cfg.max_changes == 0 reserves scratch for numel / 32 changes; output_bytes == 0 reserves the largest frame
+  // that many changes can make. Both grow on demand (encode_plan::wait).
+  encode_plan(const model_layout& layout, const bucket_plan& bucket, const encode_config& cfg, cudaStream_t stream = nullptr,
+              std::uint64_t output_bytes = 0)
+      : cfg_(cfg), stream_(stream), segs_(stream), temp_(stream), out_(stream), result_dev_(stream) {
+    const auto segs = make_device_segments(layout, bucket);
+    segs_.reserve(segs.size() * sizeof(device_segment));
+    throw_on_cuda_error(cudaMemcpyAsync(segs_.data(), segs.data(), segs.size() * sizeof(device_segment), cudaMemcpyHostToDevice, stream),
+                        "upload segments");
+    throw_on_cuda_error(cudaStreamSynchronize(stream), "upload segments");
+    bucket_ = {bucket.dtype, static_cast<const device_segment*>(segs_.data()), static_cast<std::uint32_t>(segs.size()), bucket.numel()};
+    result_dev_.reserve(sizeof(encode_result));
+    if (cfg_.max_changes == 0) cfg_.max_changes = std::max<std::uint64_t>(bucket_.numel / 32, 4096);
+    reserve(cfg_.max_changes, output_bytes);
+  }
+
+  // Scratch for `max_changes` changes and an output of `out_bytes` (0: the worst case for that many changes).
+  void reserve(std::uint64_t max_changes, std::uint64_t out_bytes = 0) {
+    cfg_.max_changes = max_changes;
+    std::size_t bytes = 0;
+    throw_on_cuda_error(encode_bucket(nullptr, bytes, bucket_, nullptr, nullptr, nullptr, 0, nullptr, cfg_, stream_), "encode plan");
+    temp_.reserve(bytes);
+    temp_bytes_ = bytes;
+    out_.reserve(out_bytes ? out_bytes : max_frame_bytes(bucket_, cfg_));
+  }
+
+  // The base checksum of the next encode: nullopt = compute it (reads every base element's hash), or a
+  // value the caller vouches for (e.g. previous_target_checksum()): only changed elements are hashed.
+  void set_known_base(std::optional<std::uint64_t> base) {
+    cfg_.known_base = base.has_value();
+    cfg_.base_checksum = base.value_or(0);
+    reserve(cfg_.max_changes, out_.size());  // the two paths may tile differently
+  }
+  void set_bucket_index(std::uint32_t index) { cfg_.bucket_index = index; }
+
+  // Enqueues one encode (device arrays of tensor pointers, layout order); returns at once.
+  void encode_async(const void* const* d_base, const void* const* d_target) {
+    base_ = d_base;
+    target_ = d_target;
+    std::size_t bytes = temp_bytes_;
+    throw_on_cuda_error(encode_bucket(temp_.data(), bytes, bucket_, d_base, d_target, static_cast<unsigned char*>(out_.data()),
+                                      out_.size(), static_cast<encode_result*>(result_dev_.data()), cfg_, stream_),
+                        "encode_bucket");
+    throw_on_cuda_error(cudaMemcpyAsync(result_.get(), result_dev_.data(), sizeof(encode_result), cudaMemcpyDeviceToHost, stream_),
+                        "read result");
+  }
+
+  // Waits for the encode (one stream synchronization) and returns its result. If the scratch was too small
+  // it grows and encodes again (reading the weights again); if only the output was too small it grows the
+  // output and rewrites the frame from scratch (no second read of the weights).
+  encode_result wait() {
+    throw_on_cuda_error(cudaStreamSynchronize(stream_), "encode");
+    encode_result r = *result_.get();
+    if (r.status == static_cast<std::int32_t>(encode_status::scratch_too_small)) {
+      reserve(r.entries_needed + r.entries_needed / 4 + 4096, 0);
+      encode_async(base_, target_);
+      return wait();
+    }
+    if (r.status == static_cast<std::int32_t>(encode_status::output_too_small)) {
+      out_.reserve(r.frame_bytes + r.frame_bytes / 4);
+      throw_on_cuda_error(encode_bucket_write(temp_.data(), temp_bytes_, bucket_, static_cast<unsigned char*>(out_.data()), out_.size(),
+                                              static_cast<encode_result*>(result_dev_.data()), cfg_, stream_),
+                          "encode_bucket_write");
+      throw_on_cuda_error(cudaMemcpyAsync(result_.get(), result_dev_.data(), sizeof(encode_result), cudaMemcpyDeviceToHost, stream_),
+                          "read result");
+      return wait();
+    }
+    if (r.status != 0) throw cuda_error(cudaErrorUnknown, "encode: internal error (size and write passes disagree)");
+    last_ = r;
+    return r;
+  }
+
+  encode_result encode(const void* const* d_base, const void* const* d_target) {
+    encode_async(d_base, d_target);
+    return wait();
+  }
+
+  [[nodiscard]] const unsigned char* frame() const noexcept { return static_cast<const unsigned char*>(out_.data()); }
+  [[nodiscard]] std::size_t frame_bytes() const noexcept { return last_.frame_bytes; }
+  [[nodiscard]] std::uint64_t previous_target_checksum() const noexcept { return last_.target_checksum; }
+  [[nodiscard]] const encode_result* device_result() const noexcept { return static_cast<const encode_result*>(result_dev_.data()); }
+  [[nodiscard]] std::size_t scratch_bytes() const noexcept { return temp_.size(); }
+  [[nodiscard]] std::size_t output_capacity() const noexcept { return out_.size(); }
+  [[nodiscard]] const device_bucket& bucket() const noexcept { return bucket_; }
+  [[nodiscard]] const encode_config& config() const noexcept { return cfg_; }
+
+ private:
+  encode_config cfg_;
+  cudaStream_t stream_;
+  device_buffer segs_, temp_, out_, result_dev_;
+  std::size_t temp_bytes_ = 0;
+  device_bucket bucket_;
+  pinned<encode_result> result_;
+  encode_result last_{};
+  const void* const* base_ = nullptr;
+  const void* const* target_ = nullptr;
+};
+
+// What apply_plan::result() reports.
+struct gpu_apply_report {
+  sparsesync::status status;
+  std::uint32_t buckets = 0;    // verified
+  std::uint32_t committed = 0;  // committed
+  std::uint64_t numel = 0, changed = 0, base_checksum = 0, target_checksum = 0;
+};
+
+// Applies bucket frames in device memory to a model in device memory (device array of tensor pointers).
+//   Bucket by bucket:        begin(); apply(f0); apply(f1); ...; result()
+//   Whole patch, atomically: begin(); verify(f0..fn); check_patch(header); commit(f0..fn); result()
+class apply_plan {
+ public:
+  explicit apply_plan(const model_layout& layout, const apply_config& cfg = {}, cudaStream_t stream = nullptr)
+      : cfg_(cfg), stream_(stream), layout_(layout, stream), temp_(stream), state_(stream) {
+    state_.reserve(sizeof(apply_state));
+    begin();
+  }
+
+  void begin() { throw_on_cuda_error(reset_apply_state(state(), layout_.view(), stream_), "reset_apply_state"); }
+
+  void verify(const unsigned char* d_frame, std::size_t frame_bytes, void* const* d_model) {
+    size_staging(d_frame, frame_bytes);
+    grow(frame_bytes);
+    std::size_t b = temp_.size();
+    throw_on_cuda_error(verify_bucket(temp_.data(), b, layout_.view(), d_model, d_frame, frame_bytes, state(), cfg_, stream_),
+                        "verify_bucket");
+  }
+  void commit(const unsigned char* d_frame, std::size_t frame_bytes, void* const* d_model) {
+    size_staging(d_frame, frame_bytes);
+    grow(frame_bytes);
+    throw_on_cuda_error(commit_bucket(temp_.data(), temp_.size(), layout_.view(), d_model, d_frame, frame_bytes, state(), cfg_, false, stream_),
+                        "commit_bucket");
+  }
+  // Verifies this bucket and, if nothing has failed so far, writes it (reusing the verify pass's staging).
+  void apply(const unsigned char* d_frame, std::size_t frame_bytes, void* const* d_model) {
+    verify(d_frame, frame_bytes, d_model);
+    throw_on_cuda_error(commit_bucket(temp_.data(), temp_.size(), layout_.view(), d_model, d_frame, frame_bytes, state(), cfg_, true, stream_),
+                        "commit_bucket");
+  }
+  void check_patch(const patch_header& h, std::optional<std::uint64_t> known_base_checksum = std::nullopt) {
+    known_ = known_base_checksum.value_or(0);
+    throw_on_cuda_error(cuda::check_patch(state(), layout_.view(), h, known_base_checksum ? &known_ : nullptr, stream_), "check_patch");
+  }
+
+  // One stream synchronization: the verdict so far.
+  gpu_apply_report result() {
+    apply_state st{};
+    throw_on_cuda_error(cudaMemcpyAsync(&st, state(), sizeof st, cudaMemcpyDeviceToHost, stream_), "read apply state");
+    throw_on_cuda_error(cudaStreamSynchronize(stream_), "apply");
+    gpu_apply_report r{st.status != 0 ? sparsesync::status(static_cast<errc>(st.status),
+                                                           "bucket " + std::to_string(st.failed_bucket) + " refused on the GPU")
+                                      : sparsesync::status{},
+                       st.buckets,
+                       static_cast<std::uint32_t>(st.committed),
+                       st.numel,
+                       st.changed,
+                       st.base_checksum,
+                       st.target_checksum};
+    return r;
+  }
+
+  [[nodiscard]] apply_state* state() const noexcept { return static_cast<apply_state*>(state_.data()); }
+  [[nodiscard]] const device_layout& layout() const noexcept { return layout_.view(); }
+  [[nodiscard]] std::size_t scratch_bytes() const noexcept { return temp_.size(); }
+
+ private:
+  // Decoded changes are staged between verify and commit: reads the frame's change and chunk counts (header
+  // bytes 24..35, one stream synchronization) and keeps room for them. The counts are untrusted: they are
+  // capped by what the frame could hold (one bit per change, 8 bytes per chunk entry) and by the layout; the
+  // device checks them again and refuses a frame that lied.
+  void size_staging(const unsigned char* d_frame, std::size_t frame_bytes) {
+    if (frame_bytes < bucket_header_bytes) return;
+    unsigned char h[12] = {};
+    throw_on_cuda_error(cudaMemcpyAsync(h, d_frame + 24, sizeof h, cudaMemcpyDeviceToHost, stream_), "read frame counts");
+    throw_on_cuda_error(cudaStreamSynchronize(stream_), "read frame counts");
+    const std::uint64_t changed = std::min<std::uint64_t>({::sparsesync::detail::load_le<std::uint64_t>(h), 8ull * frame_bytes,
+                                                           layout_.view().total_numel});
+    const std::uint64_t chunks = std::min<std::uint64_t>(::sparsesync::detail::load_le<std::uint32_t>(h + 8), frame_bytes / 8);
+    cfg_.max_changes = changed + changed / 8 + 64;
+    cfg_.max_chunks = chunks + 1;
+  }
+
+  void grow(std::size_t frame_bytes) {
+    std::size_t b = 0;
+    throw_on_cuda_error(verify_bucket(nullptr, b, layout_.view(), nullptr, nullptr, frame_bytes, nullptr, cfg_, stream_), "apply plan");
+    temp_.reserve(b);
+  }
+
+  apply_config cfg_;
+  cudaStream_t stream_;
+  device_layout_storage layout_;
+  device_buffer temp_, state_;
+  std::uint64_t known_ = 0;
+};
+
+}  // namespace cuda
+SPARSESYNC_NS_END

@@ -1,0 +1,884 @@
+// GPU codec tests: the host codec is the oracle. GPU frames must be byte-identical to the host writer's; GPU
+// apply must accept what the host reader accepts, refuse what it refuses, and leave the model untouched when
+// it refuses. Exits 77 (CTest: skipped) where no CUDA device exists.
+//
+// Environment: SPARSESYNC_GPU_TEST_QUICK=1 shrinks the randomized cases (for compute-sanitizer runs);
+// SPARSESYNC_DATA_DIR overrides the location of the real update stream.
+#include <sparsesync/cuda/codec.cuh>
+#include <sparsesync/gen/float_cast.hpp>
+#include <sparsesync/sparsesync.hpp>
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+using namespace sparsesync;
+namespace sc = sparsesync::cuda;
+
+namespace {
+
+const int gpu_present = [] {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
+    std::printf("no CUDA device: skipped\n");
+    std::fflush(stdout);
+    std::exit(77);
+  }
+  cudaDeviceProp prop{};
+  cudaGetDeviceProperties(&prop, 0);
+  std::printf("GPU tests on %s (sm_%d%d, %d SMs, %.1f GiB)\n", prop.name, prop.major, prop.minor, prop.multiProcessorCount,
+              static_cast<double>(prop.totalGlobalMem) / (1ull << 30));
+  return n;
+}();
+
+bool quick() {
+  const char* q = std::getenv("SPARSESYNC_GPU_TEST_QUICK");
+  return q && *q && *q != '0';
+}
+
+#define CUDA_OK(expr) REQUIRE_EQ(cudaSuccess, (expr))
+
+// ---------------------------------------------------------------- host model data
+
+struct host_model {
+  model_layout layout;
+  std::vector<std::vector<unsigned char>> bytes;  // per tensor
+
+  explicit host_model(model_layout l) : layout(std::move(l)) {
+    for (std::size_t i = 0; i < layout.size(); ++i) bytes.emplace_back(layout[i].bytes());
+  }
+  [[nodiscard]] std::vector<const_tensor_view> views() const {
+    std::vector<const_tensor_view> v;
+    for (std::size_t i = 0; i < layout.size(); ++i) v.push_back({bytes[i].data(), layout[i].numel(), layout[i].dtype});
+    return v;
+  }
+  template <class W>
+  W get(std::size_t t, std::uint64_t i) const {
+    W w;
+    std::memcpy(&w, bytes[t].data() + i * sizeof(W), sizeof(W));
+    return w;
+  }
+  template <class W>
+  void set(std::size_t t, std::uint64_t i, W w) {
+    std::memcpy(bytes[t].data() + i * sizeof(W), &w, sizeof(W));
+  }
+};
+
+// Weight-like bit patterns with special values sprinkled in.
+std::uint32_t random_pattern(std::mt19937_64& rng, unsigned width) {
+  std::normal_distribution<float> nd(0.0f, 0.02f);
+  const unsigned kind = rng() % 100;
+  std::uint32_t f32 = 0;
+  float x = nd(rng);
+  std::memcpy(&f32, &x, 4);
+  if (kind == 0) f32 = 0x7FC00000u | static_cast<std::uint32_t>(rng() & 0x3FFFFF);  // NaN with payload
+  if (kind == 1) f32 = (rng() & 1 ? 0x80000000u : 0) | 0x7F800000u;                 // +-Inf
+  if (kind == 2) f32 = 0x80000000u;                                                  // -0
+  if (kind == 3) f32 = 0;                                                            // +0
+  if (kind == 4) f32 = static_cast<std::uint32_t>(rng() & 0x807FFFFFu);              // f32 subnormal / tiny
+  switch (width) {
+    case 1: return kind == 5 ? static_cast<std::uint32_t>(rng() & 0x87) : gen::f8_e4m3_from_f32_bits(f32);  // f8 subnormals
+    case 2: return kind == 5 ? static_cast<std::uint32_t>(rng() & 0x807F) : gen::bf16_from_f32_bits(f32);   // bf16 subnormals
+    default: return f32;
+  }
+}
+
+// A new pattern != old: mostly +-1/2 ULP moves, sometimes huge jumps or special values.
+std::uint32_t changed_pattern(std::mt19937_64& rng, std::uint32_t old, unsigned width) {
+  const std::uint32_t mask = width == 4 ? 0xFFFFFFFFu : (1u << (8 * width)) - 1;
+  std::uint32_t v = old;
+  const unsigned kind = rng() % 20;
+  if (kind < 14) {
+    const int step = (kind % 2 ? 1 : -1) * (kind < 12 ? 1 : 2);
+    v = (old + static_cast<std::uint32_t>(step)) & mask;  // a raw step in bit space: +-1 ULP for most patterns
+  } else if (kind < 17) {
+    v = random_pattern(rng, width) & mask;
+  } else if (kind == 17) {
+    v = old ^ (1u << (8 * width - 1));  // sign flip (also +0 <-> -0)
+  } else {
+    v = static_cast<std::uint32_t>(rng()) & mask;  // arbitrary jump
+  }
+  if (v == old) v = (old + 1) & mask;
+  return v;
+}
+
+template <class W>
+void fill_pair(host_model& base, host_model& target, std::mt19937_64& rng, double density, bool all_changed = false) {
+  const unsigned w = sizeof(W);
+  std::bernoulli_distribution change(density);
+  for (std::size_t t = 0; t < base.layout.size(); ++t) {
+    for (std::uint64_t i = 0; i < base.layout[t].numel(); ++i) {
+      const auto b = static_cast<W>(random_pattern(rng, w));
+      base.set<W>(t, i, b);
+      target.set<W>(t, i, (all_changed || change(rng)) ? static_cast<W>(changed_pattern(rng, b, w)) : b);
+    }
+  }
+}
+
+void fill_pair_any(dtype dt, host_model& base, host_model& target, std::mt19937_64& rng, double density, bool all = false) {
+  switch (size_of(dt)) {
+    case 1: fill_pair<std::uint8_t>(base, target, rng, density, all); break;
+    case 2: fill_pair<std::uint16_t>(base, target, rng, density, all); break;
+    default: fill_pair<std::uint32_t>(base, target, rng, density, all); break;
+  }
+}
+
+// ---------------------------------------------------------------- device model (tensors scattered)
+
+struct device_model {
+  std::vector<void*> allocations;
+  std::vector<void*> ptrs;  // tensor data (possibly offset from the allocation to misalign it)
+  void** d_ptrs = nullptr;
+
+  device_model(const host_model& h, unsigned misalign_elems = 0) {
+    for (std::size_t i = 0; i < h.layout.size(); ++i) {
+      const std::size_t w = size_of(h.layout[i].dtype);
+      const std::size_t off = misalign_elems * w;
+      void* a = nullptr;
+      REQUIRE(cudaMalloc(&a, h.bytes[i].size() + off + 16) == cudaSuccess);
+      allocations.push_back(a);
+      void* p = static_cast<unsigned char*>(a) + off;
+      ptrs.push_back(p);
+      if (!h.bytes[i].empty()) REQUIRE(cudaMemcpy(p, h.bytes[i].data(), h.bytes[i].size(), cudaMemcpyHostToDevice) == cudaSuccess);
+    }
+    REQUIRE(cudaMalloc(reinterpret_cast<void**>(&d_ptrs), std::max<std::size_t>(1, ptrs.size()) * sizeof(void*)) == cudaSuccess);
+    REQUIRE(cudaMemcpy(d_ptrs, ptrs.data(), ptrs.size() * sizeof(void*), cudaMemcpyHostToDevice) == cudaSuccess);
+  }
+  device_model(const device_model&) = delete;
+  ~device_model() {
+    for (void* a : allocations) cudaFree(a);
+    cudaFree(d_ptrs);
+  }
+  void download(host_model& h) const {
+    for (std::size_t i = 0; i < ptrs.size(); ++i)
+      if (!h.bytes[i].empty()) REQUIRE(cudaMemcpy(h.bytes[i].data(), ptrs[i], h.bytes[i].size(), cudaMemcpyDeviceToHost) == cudaSuccess);
+  }
+  [[nodiscard]] const void* const* cptrs() const { return d_ptrs; }
+};
+
+struct device_bytes {
+  unsigned char* p = nullptr;
+  std::size_t n = 0;
+  explicit device_bytes(const std::vector<unsigned char>& v, std::size_t extra = 0) : n(v.size()) {
+    REQUIRE(cudaMalloc(&p, std::max<std::size_t>(1, n + extra)) == cudaSuccess);
+    if (n) REQUIRE(cudaMemcpy(p, v.data(), n, cudaMemcpyHostToDevice) == cudaSuccess);
+  }
+  device_bytes(const device_bytes&) = delete;
+  ~device_bytes() { cudaFree(p); }
+};
+
+// ---------------------------------------------------------------- host reference and GPU frames
+
+std::vector<unsigned char> host_frame(const host_model& base, const host_model& target, const bucket_plan& plan, std::uint32_t index,
+                                      encoder_id enc, value_mode mode, unsigned log2_chunk) {
+  std::vector<unsigned char> out;
+  encode_options opt{mode, log2_chunk};
+  const auto bv = base.views();
+  const auto tv = target.views();
+  visit_encoder(enc, [&]<class E>(E) { encode_bucket<E>(base.layout, plan, index, bv, tv, opt, out); });
+  return out;
+}
+
+std::vector<unsigned char> download_frame(const sc::encode_plan& p) {
+  std::vector<unsigned char> v(p.frame_bytes());
+  if (!v.empty()) REQUIRE(cudaMemcpy(v.data(), p.frame(), v.size(), cudaMemcpyDeviceToHost) == cudaSuccess);
+  return v;
+}
+
+std::string describe_diff(const std::vector<unsigned char>& a, const std::vector<unsigned char>& b) {
+  std::string s = "host " + std::to_string(a.size()) + " bytes, gpu " + std::to_string(b.size()) + " bytes";
+  const std::size_t n = std::min(a.size(), b.size());
+  std::size_t i = 0;
+  while (i < n && a[i] == b[i]) ++i;
+  if (i == n && a.size() == b.size()) return s + ", identical";
+  s += ", first difference at byte " + std::to_string(i);
+  if (a.size() >= 80) {
+    const auto S = detail::load_le<std::uint32_t>(a.data() + 12);
+    const auto C = detail::load_le<std::uint32_t>(a.data() + 32);
+    const std::size_t table = 80 + 24ull * S, data = table + 8ull * C;
+    if (i < 80) s += " (header field at offset " + std::to_string(i) + ")";
+    else if (i < table) s += " (segment table)";
+    else if (i < data) s += " (chunk table, chunk " + std::to_string((i - table) / 8) + ")";
+    else s += " (chunk data, " + std::to_string(i - data) + " bytes into the data)";
+    char buf[128];
+    for (std::size_t k = i < 80 ? 0 : (i & ~std::size_t{7}); k < std::min<std::size_t>(n, (i & ~std::size_t{7}) + 16); ++k) {
+      std::snprintf(buf, sizeof buf, " [%zu] %02x/%02x", k, a[k], b[k]);
+      s += buf;
+      if (i < 80 && k >= 79) break;
+    }
+  }
+  return s;
+}
+
+void expect_identical(const std::vector<unsigned char>& host, const std::vector<unsigned char>& gpu, const std::string& what) {
+  INFO(what << ": " << describe_diff(host, gpu));
+  CHECK(host == gpu);
+}
+
+struct encode_case {
+  encoder_id enc;
+  value_mode mode;
+};
+
+std::vector<encode_case> all_cases() {
+  std::vector<encode_case> v;
+  for (auto e : {encoder_id::raw_index32, encoder_id::bitmap, encoder_id::delta_varint, encoder_id::rice})
+    for (auto m : {value_mode::absolute, value_mode::ulp}) v.push_back({e, m});
+  return v;
+}
+
+std::string name_of(encode_case c, unsigned log2_chunk = 16) {
+  return std::string(encoder_name(c.enc)) + "/" + std::string(to_string(c.mode)) + "/L" + std::to_string(log2_chunk);
+}
+
+// Host-side verdict on one bucket frame applied to `base` (a fresh patch: bucket index 0, tiling from tensor 0
+// unless `first` says otherwise).
+status host_verdict(const host_model& base, const std::vector<unsigned char>& frame, bool known_base) {
+  apply_options opt;
+  if (known_base) opt.known_base_checksum = 0;  // only its presence matters for add_bucket
+  const auto cur = base.views();
+  staged_patch sp(base.layout, cur, opt);
+  std::size_t used = 0;
+  return sp.add_bucket(frame, used);
+}
+
+// Recomputes the payload and header checksums of a (possibly mutated) bucket frame, as far as its fields allow.
+void fix_checksums(std::vector<unsigned char>& f) {
+  if (f.size() < 80) return;
+  const auto S = detail::load_le<std::uint32_t>(f.data() + 12);
+  const auto C = detail::load_le<std::uint32_t>(f.data() + 32);
+  const std::uint64_t table = 80 + 24ull * S, data = table + 8ull * C;
+  if (data > f.size()) return;
+  std::uint64_t payload = stream_hash(f.data() + 80, 24ull * S, 0);
+  std::uint64_t off = 0;
+  for (std::uint32_t c = 0; c < C; ++c) {
+    const unsigned char* e = f.data() + table + 8ull * c;
+    const auto len = detail::load_le<std::uint32_t>(e + 4);
+    if (data + off + len > f.size()) return;
+    stream_hasher h(c);
+    h.update(e, 8);
+    h.update(f.data() + data + off, len);
+    payload += h.digest();
+    off += len;
+  }
+  detail::store_le<std::uint64_t>(f.data() + 64, payload);
+  detail::store_le<std::uint64_t>(f.data() + 72, stream_hash(f.data(), 72, 0));
+}
+
+// GPU verdict of one frame against a device model, bucket-atomic apply. Returns the status; the model is
+// written only when it is ok.
+status gpu_apply_one(sc::apply_plan& ap, const device_model& dm, const std::vector<unsigned char>& frame, std::size_t pass_bytes) {
+  device_bytes df(frame);
+  ap.begin();
+  ap.apply(df.p, pass_bytes, dm.d_ptrs);
+  return ap.result().status;
+}
+
+}  // namespace
+
+// ================================================================ tests
+
+namespace {
+struct xxh_job {
+  std::uint64_t off, len, seed;
+};
+
+// Two device paths: the byte-wise one-shot hash, and hash_chunk (bit_reader, first 8 bytes as the entry word).
+__global__ void xxh_test_kernel(const unsigned char* base, const xxh_job* jobs, std::uint64_t* out, std::size_t n) {
+  const std::size_t i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  const xxh_job j = jobs[i];
+  out[2 * i] = sc::detail::xxh64_bytes(base + j.off, j.len, j.seed);
+  out[2 * i + 1] = 0;
+  if (j.len >= 8) {
+    std::uint64_t entry = 0;
+    for (int k = 0; k < 8; ++k) entry |= static_cast<std::uint64_t>(base[j.off + k]) << (8 * k);
+    out[2 * i + 1] = sc::detail::hash_chunk(j.seed, entry, base + j.off + 8, j.len - 8);
+  }
+}
+}  // namespace
+
+TEST_CASE("device XXH64 equals libxxhash on every length and alignment") {
+  std::mt19937_64 rng(42);
+  std::vector<unsigned char> buf(4096 + 64);
+  for (auto& c : buf) c = static_cast<unsigned char>(rng());
+  device_bytes d(buf);
+  std::vector<xxh_job> jobs;
+  for (std::uint64_t len = 0; len <= 300; ++len) jobs.push_back({len % 13, len, len * 7919});
+  for (std::uint64_t off = 0; off < 16; ++off) jobs.push_back({off, 4096 + (off % 5), off});
+  std::vector<std::uint64_t> got(2 * jobs.size());
+  xxh_job* dj = nullptr;
+  std::uint64_t* dg = nullptr;
+  CUDA_OK(cudaMalloc(&dj, jobs.size() * sizeof(xxh_job)));
+  CUDA_OK(cudaMalloc(&dg, got.size() * 8));
+  CUDA_OK(cudaMemcpy(dj, jobs.data(), jobs.size() * sizeof(xxh_job), cudaMemcpyHostToDevice));
+  xxh_test_kernel<<<static_cast<unsigned>((jobs.size() + 127) / 128), 128>>>(d.p, dj, dg, jobs.size());
+  CUDA_OK(cudaGetLastError());
+  CUDA_OK(cudaDeviceSynchronize());
+  CUDA_OK(cudaMemcpy(got.data(), dg, got.size() * 8, cudaMemcpyDeviceToHost));
+  for (std::size_t i = 0; i < jobs.size(); ++i) {
+    const auto& j = jobs[i];
+    CHECK_EQ(got[2 * i], XXH64(buf.data() + j.off, j.len, j.seed));
+    if (j.len >= 8) CHECK_EQ(got[2 * i + 1], XXH64(buf.data() + j.off, j.len, j.seed));
+  }
+  cudaFree(dj);
+  cudaFree(dg);
+}
+
+TEST_CASE("GPU frames are byte-identical to the host writer: sizes around warp, tile and chunk boundaries") {
+  std::mt19937_64 rng(7);
+  struct shape {
+    dtype dt;
+    std::uint64_t n;
+    unsigned L;
+  };
+  std::vector<shape> shapes;
+  for (std::uint64_t n : {1ull, 7ull, 31ull, 32ull, 33ull, 255ull, 256ull, 257ull, 1000ull}) shapes.push_back({dtype::bf16, n, 8});
+  for (std::uint64_t n : {2047ull, 2048ull, 2049ull, 8191ull, 8192ull, 8193ull, 65535ull, 65536ull, 65537ull, 200003ull})
+    shapes.push_back({dtype::bf16, n, 16});
+  shapes.push_back({dtype::bf16, 70001, 12});
+  shapes.push_back({dtype::f16, 40000, 9});
+  for (std::uint64_t n : {1ull, 4095ull, 4096ull, 4097ull, 70000ull}) shapes.push_back({dtype::f32, n, 16});
+  for (std::uint64_t n : {1ull, 16383ull, 16384ull, 16385ull, 70000ull}) shapes.push_back({dtype::f8_e4m3, n, 16});
+  shapes.push_back({dtype::f8_e5m2, 3000, 8});
+  if (!quick()) {
+    shapes.push_back({dtype::bf16, 300000, 24});
+    shapes.push_back({dtype::f32, 150000, 13});
+  }
+  const std::vector<double> densities = quick() ? std::vector<double>{0.01} : std::vector<double>{0.0, 0.01, 0.3};
+  for (const auto& sh : shapes) {
+    for (double density : densities) {
+      model_layout layout({{"w", sh.dt, {sh.n}}});
+      host_model base(layout), target(layout);
+      fill_pair_any(sh.dt, base, target, rng, density);
+      device_model db(base, sh.n % 3 == 0 ? 1 : 0), dt(target);  // some runs misaligned: the element path
+      const bucket_plan plan{sh.dt, {{0, 0, sh.n}}};
+      for (const auto& c : all_cases()) {
+        const auto want = host_frame(base, target, plan, 0, c.enc, c.mode, sh.L);
+        sc::encode_config cfg{c.enc, c.mode, sh.L};
+        sc::encode_plan p(layout, plan, cfg);
+        p.encode(db.cptrs(), dt.cptrs());
+        expect_identical(want, download_frame(p),
+                         std::string(to_string(sh.dt)) + " n=" + std::to_string(sh.n) + " density=" + std::to_string(density) + " " +
+                             name_of(c, sh.L));
+        CHECK(p.frame_bytes() <= sc::max_frame_bytes(p.bucket(), p.config()));
+      }
+    }
+  }
+}
+
+TEST_CASE("GPU frames: no change, all changed, special values, known base, scratch and output growth") {
+  std::mt19937_64 rng(11);
+  model_layout layout({{"w", dtype::bf16, {100000}}});
+  const bucket_plan plan{dtype::bf16, {{0, 0, 100000}}};
+  for (int variant = 0; variant < 3; ++variant) {
+    host_model base(layout), target(layout);
+    fill_pair<std::uint16_t>(base, target, rng, variant == 0 ? 0.0 : 0.05, variant == 1);
+    if (variant == 2) {  // every special pattern moves to every other
+      const std::uint16_t specials[] = {0x0000, 0x8000, 0x7F80, 0xFF80, 0x7FC0, 0xFFC1, 0x0001, 0x8001, 0x007F, 0x7F7F, 0xFF7F};
+      std::uint64_t i = 0;
+      for (auto a : specials)
+        for (auto b : specials)
+          if (a != b) {
+            base.set<std::uint16_t>(0, i, a);
+            target.set<std::uint16_t>(0, i, b);
+            ++i;
+          }
+    }
+    device_model db(base), dt(target);
+    for (const auto& c : all_cases()) {
+      const auto want = host_frame(base, target, plan, 3, c.enc, c.mode, 16);
+      sc::encode_config cfg{c.enc, c.mode, 16, 3};
+      cfg.max_changes = 8;  // far too small: the plan must grow its scratch and re-encode
+      sc::encode_plan p(layout, plan, cfg);
+      const auto r = p.encode(db.cptrs(), dt.cptrs());
+      expect_identical(want, download_frame(p), "variant " + std::to_string(variant) + " " + name_of(c));
+      cfg.max_changes = 200000;  // enough scratch, but a 100-byte output: the frame is rewritten from scratch
+      sc::encode_plan q(layout, plan, cfg, nullptr, 100);
+      q.encode(db.cptrs(), dt.cptrs());
+      expect_identical(want, download_frame(q), "output growth, variant " + std::to_string(variant) + " " + name_of(c));
+      // Incremental path: the base checksum supplied instead of computed gives the same frame.
+      p.set_known_base(r.base_checksum);
+      p.encode(db.cptrs(), dt.cptrs());
+      expect_identical(want, download_frame(p), "known base, variant " + std::to_string(variant) + " " + name_of(c));
+    }
+  }
+}
+
+TEST_CASE("GPU frames: hundreds of tiny tensors, scattered and misaligned, several buckets and dtypes") {
+  std::mt19937_64 rng(5);
+  std::vector<tensor_info> tensors;
+  const int count = quick() ? 60 : 400;
+  for (int i = 0; i < count; ++i) {
+    const dtype dt = i % 50 == 49 ? dtype::f32 : (i % 70 == 69 ? dtype::f8_e5m2 : dtype::bf16);
+    std::uint64_t n = 1 + rng() % 300;
+    if (i % 97 == 3) n = 0;                       // empty tensors are skipped by the tiling
+    if (i % 40 == 7) n = 20000 + rng() % 50000;   // a few larger ones
+    tensors.push_back({"t" + std::to_string(i), dt, {n}});
+  }
+  model_layout layout(tensors);
+  host_model base(layout), target(layout);
+  for (std::size_t t = 0; t < layout.size(); ++t) {
+    host_model one(model_layout({layout[t]}));
+    host_model two(model_layout({layout[t]}));
+    fill_pair_any(layout[t].dtype, one, two, rng, 0.05);
+    base.bytes[t] = one.bytes[0];
+    target.bytes[t] = two.bytes[0];
+  }
+  for (unsigned misalign : {0u, 3u}) {
+    device_model db(base, misalign), dt(target, misalign + 1);
+    for (std::uint64_t bucket_bytes : {std::uint64_t{1} << 20, std::uint64_t{60000}}) {
+      const auto plans = fixed_bytes{bucket_bytes}.plan(layout, 12);
+      for (const auto& c : all_cases()) {
+        for (std::size_t b = 0; b < plans.size(); ++b) {
+          const auto want = host_frame(base, target, plans[b], static_cast<std::uint32_t>(b), c.enc, c.mode, 12);
+          sc::encode_config cfg{c.enc, c.mode, 12, static_cast<std::uint32_t>(b)};
+          sc::encode_plan p(layout, plans[b], cfg);
+          p.encode(db.cptrs(), dt.cptrs());
+          expect_identical(want, download_frame(p),
+                           "bucket " + std::to_string(b) + " of " + std::to_string(plans.size()) + " (" +
+                               std::to_string(plans[b].segments.size()) + " segments) misalign " + std::to_string(misalign) + " " +
+                               name_of(c, 12));
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("GPU apply in place: frames of every encoder, mode and dtype; bucket by bucket and whole patch") {
+  std::mt19937_64 rng(99);
+  std::vector<tensor_info> tensors = {{"emb", dtype::bf16, {3000, 7}},  {"ln", dtype::bf16, {300}},     {"empty", dtype::bf16, {0}},
+                                      {"w", dtype::f32, {50001}},       {"q", dtype::f8_e4m3, {70001}}, {"b", dtype::bf16, {17}},
+                                      {"h", dtype::f16, {9999}},        {"big", dtype::bf16, {140000}}};
+  model_layout layout(tensors);
+  host_model base(layout), target(layout);
+  for (std::size_t t = 0; t < layout.size(); ++t) {
+    host_model one(model_layout({layout[t]})), two(model_layout({layout[t]}));
+    fill_pair_any(layout[t].dtype, one, two, rng, t == 5 ? 1.0 : 0.02, t == 5);
+    base.bytes[t] = one.bytes[0];
+    target.bytes[t] = two.bytes[0];
+  }
+  for (const auto& c : all_cases()) {
+    for (bool known : {false, true}) {
+      patch_options po;
+      po.encode = {c.mode, 12};
+      std::vector<unsigned char> patch;
+      visit_encoder(c.enc, [&]<class E>(E) { patch = encode_patch<E>(layout, base.views(), target.views(), po, fixed_bytes{100000}); });
+      patch_prologue pro;
+      REQUIRE(parse_patch_prologue(patch, pro).ok());
+      std::vector<std::pair<std::size_t, std::size_t>> frames;  // offset, length
+      std::size_t at = pro.bytes;
+      for (std::uint32_t b = 0; b < pro.header.bucket_count; ++b) {
+        bucket_header h;
+        REQUIRE(detail::read_bucket_header(std::span(patch).subspan(at), h).ok());
+        frames.push_back({at, static_cast<std::size_t>(h.total_bytes())});
+        at += h.total_bytes();
+      }
+      device_bytes dpatch(patch);
+      sc::apply_config acfg;
+      acfg.known_base = known;
+      // Bucket by bucket.
+      {
+        device_model dm(base);
+        sc::apply_plan ap(layout, acfg);
+        for (auto [off, len] : frames) ap.apply(dpatch.p + off, len, dm.d_ptrs);
+        ap.check_patch(pro.header);
+        const auto r = ap.result();
+        INFO(name_of(c, 12) << " known_base=" << known << ": " << r.status.message() << " code " << static_cast<int>(r.status.code()));
+        CHECK(r.status.ok());
+        CHECK_EQ(r.committed, frames.size());
+        host_model got(layout);
+        dm.download(got);
+        CHECK(got.bytes == target.bytes);
+      }
+      // Whole patch, atomically: verify all, check totals, commit all.
+      {
+        device_model dm(base);
+        sc::apply_plan ap(layout, acfg);
+        for (auto [off, len] : frames) ap.verify(dpatch.p + off, len, dm.d_ptrs);
+        ap.check_patch(pro.header);
+        for (auto [off, len] : frames) ap.commit(dpatch.p + off, len, dm.d_ptrs);
+        const auto r = ap.result();
+        INFO(name_of(c, 12) << " atomic: " << r.status.message());
+        CHECK(r.status.ok());
+        CHECK_EQ(r.target_checksum, pro.header.target_checksum);
+        host_model got(layout);
+        dm.download(got);
+        CHECK(got.bytes == target.bytes);
+      }
+      // A patch applied to the wrong base is refused and nothing is written (the last bucket is the bad one).
+      {
+        host_model wrong = base;
+        const std::size_t t = layout.size() - 1;
+        wrong.set<std::uint16_t>(t, 5, static_cast<std::uint16_t>(wrong.get<std::uint16_t>(t, 5) ^ 1));
+        device_model dm(wrong);
+        sc::apply_plan ap(layout, acfg);
+        for (auto [off, len] : frames) ap.verify(dpatch.p + off, len, dm.d_ptrs);
+        ap.check_patch(pro.header, known ? std::optional<std::uint64_t>(pro.header.base_checksum ^ 1) : std::nullopt);
+        for (auto [off, len] : frames) ap.commit(dpatch.p + off, len, dm.d_ptrs);
+        const auto r = ap.result();
+        CHECK_FALSE(r.status.ok());
+        CHECK_EQ(r.committed, 0);
+        host_model got(layout);
+        dm.download(got);
+        CHECK(got.bytes == wrong.bytes);
+      }
+    }
+  }
+}
+
+TEST_CASE("GPU encode -> GPU apply round trip, and malformed frames are refused exactly when the host refuses") {
+  std::mt19937_64 rng(2024);
+  for (const dtype dtp : {dtype::bf16, dtype::f32, dtype::f8_e4m3}) {
+  model_layout layout({{"a", dtp, {20000}}, {"b", dtp, {777}}, {"c", dtp, {33333}}});
+  host_model base(layout), target(layout);
+  fill_pair_any(dtp, base, target, rng, 0.03);
+  const bucket_plan plan{dtp, {{0, 0, 20000}, {1, 0, 777}, {2, 0, 33333}}};
+  const int mutations = quick() ? 12 : (dtp == dtype::bf16 ? 150 : 60);
+  for (const auto& c : all_cases()) {
+    for (unsigned L : {8u, 12u}) {
+      device_model db(base), dt(target);
+      sc::encode_config cfg{c.enc, c.mode, L};
+      sc::encode_plan p(layout, plan, cfg);
+      p.encode(db.cptrs(), dt.cptrs());
+      const auto frame = download_frame(p);
+      expect_identical(host_frame(base, target, plan, 0, c.enc, c.mode, L), frame, "round trip " + std::string(to_string(dtp)) + " " + name_of(c, L));
+      sc::apply_plan ap(layout);
+      {
+        device_model dm(base);
+        ap.begin();
+        ap.apply(p.frame(), p.frame_bytes(), dm.d_ptrs);
+        REQUIRE(ap.result().status.ok());
+        host_model got(layout);
+        dm.download(got);
+        CHECK(got.bytes == target.bytes);
+      }
+      // Mutations: a byte anywhere (checksums left stale or recomputed), truncation, trailing garbage.
+      device_model dm(base);
+      for (int m = 0; m < mutations; ++m) {
+        std::vector<unsigned char> f = frame;
+        std::size_t pass = f.size();
+        const int kind = m % 6;
+        const std::size_t S = 3, C = detail::load_le<std::uint32_t>(f.data() + 32);
+        const std::size_t data = 80 + 24 * S + 8 * C;
+        std::size_t at = 0;
+        if (kind == 0) at = rng() % f.size();                                             // anywhere, stale checksums
+        if (kind == 1 || kind == 2) at = data + rng() % std::max<std::size_t>(1, f.size() - data);  // chunk data
+        if (kind == 3) at = 80 + 24 * S + rng() % (8 * C);                                // chunk table
+        if (kind == 4) at = rng() % (80 + 24 * S);                                        // header / segments
+        if (kind <= 4 && at < f.size()) f[at] ^= static_cast<unsigned char>(1u << (rng() % 8));
+        if (kind == 2 && at + 1 < f.size()) f[at + 1] = static_cast<unsigned char>(rng());
+        if (kind >= 1 && kind <= 4) fix_checksums(f);
+        if (kind == 5) {
+          pass = rng() % f.size();  // truncated
+          f.resize(pass);
+        }
+        const status host = host_verdict(base, f, false);
+        const status gpu = gpu_apply_one(ap, dm, f, pass);
+        INFO(to_string(dtp) << " " << name_of(c, L) << " mutation " << m << " kind " << kind << " at " << at << ": host '" << host.message() << "' (" <<
+             static_cast<int>(host.code()) << "), gpu '" << gpu.message() << "' (" << static_cast<int>(gpu.code()) << ")");
+        CHECK_EQ(host.ok(), gpu.ok());
+        host_model got(layout);
+        dm.download(got);
+        if (!gpu.ok()) {
+          CHECK(got.bytes == base.bytes);
+        } else {  // a mutation the format cannot tell apart (host accepts it too): undo by re-uploading base
+          for (std::size_t t = 0; t < layout.size(); ++t)
+            REQUIRE(cudaMemcpy(dm.ptrs[t], base.bytes[t].data(), base.bytes[t].size(), cudaMemcpyHostToDevice) == cudaSuccess);
+        }
+      }
+    }
+  }
+  }
+}
+
+TEST_CASE("GPU apply refuses hand-made bad frames: no-op change, bad tiling, wrong dtype, wrong index, overlong varint") {
+  std::mt19937_64 rng(3);
+  model_layout layout({{"a", dtype::bf16, {5000}}, {"b", dtype::f32, {100}}});
+  host_model base(layout), target(layout);
+  fill_pair<std::uint16_t>(base, target, rng, 0.02);
+  const bucket_plan plan{dtype::bf16, {{0, 0, 5000}}};
+  device_model dm(base);
+  sc::apply_plan ap(layout);
+  auto expect_refused = [&](std::vector<unsigned char> f, const char* what) {
+    fix_checksums(f);
+    const status host = host_verdict(base, f, false);
+    const status gpu = gpu_apply_one(ap, dm, f, f.size());
+    INFO(what << ": host '" << host.message() << "', gpu code " << static_cast<int>(gpu.code()));
+    CHECK_FALSE(host.ok());
+    CHECK_FALSE(gpu.ok());
+    host_model got(layout);
+    dm.download(got);
+    CHECK(got.bytes == base.bytes);
+  };
+  const auto raw = host_frame(base, target, plan, 0, encoder_id::raw_index32, value_mode::absolute, 16);
+  const std::size_t data = 80 + 24 + 8;
+  {  // a change whose new value equals the old one
+    auto f = raw;
+    const auto pos = detail::load_le<std::uint32_t>(f.data() + data);
+    const auto n = detail::load_le<std::uint32_t>(f.data() + 80 + 24);
+    detail::store_le<std::uint16_t>(f.data() + data + 4 * n, base.get<std::uint16_t>(0, pos));
+    expect_refused(f, "no-op change");
+  }
+  {  // a segment that does not start at tensor 0 offset 0
+    auto f = raw;
+    detail::store_le<std::uint64_t>(f.data() + 80 + 8, 1);
+    expect_refused(f, "tiling");
+  }
+  {  // a segment of another dtype's tensor
+    auto f = raw;
+    detail::store_le<std::uint32_t>(f.data() + 80, 1);
+    expect_refused(f, "dtype");
+  }
+  {  // bucket index 1 as the first bucket
+    auto f = raw;
+    detail::store_le<std::uint32_t>(f.data() + 4, 1);
+    expect_refused(f, "index");
+  }
+  {  // a position past the chunk
+    auto f = raw;
+    detail::store_le<std::uint32_t>(f.data() + data, 5000);
+    expect_refused(f, "position out of range");
+  }
+  {  // positions not increasing
+    auto f = raw;
+    const auto p1 = detail::load_le<std::uint32_t>(f.data() + data + 4);
+    detail::store_le<std::uint32_t>(f.data() + data, p1);
+    expect_refused(f, "positions not increasing");
+  }
+  {  // varint: a non-canonical (overlong) first gap, lengths adjusted so the structure still adds up
+    auto v = host_frame(base, target, plan, 0, encoder_id::delta_varint, value_mode::ulp, 16);
+    const std::size_t d = 80 + 24 + 8;
+    std::vector<unsigned char> f(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(d));
+    const unsigned char first = v[d];
+    if (first < 0x80) {
+      f.push_back(static_cast<unsigned char>(first | 0x80));
+      f.push_back(0);
+      f.insert(f.end(), v.begin() + static_cast<std::ptrdiff_t>(d) + 1, v.end());
+      detail::store_le<std::uint32_t>(f.data() + 80 + 24 + 4, detail::load_le<std::uint32_t>(v.data() + 80 + 24 + 4) + 1);
+      detail::store_le<std::uint64_t>(f.data() + 40, detail::load_le<std::uint64_t>(v.data() + 40) + 1);
+      expect_refused(f, "overlong varint");
+    }
+  }
+  {  // rice: trailing non-zero padding bits
+    auto r = host_frame(base, target, plan, 0, encoder_id::rice, value_mode::ulp, 16);
+    auto f = r;
+    f.back() |= 0x80;
+    if (f.back() != r.back()) expect_refused(f, "rice padding");
+  }
+  {  // the target checksum does not match
+    auto f = raw;
+    detail::store_le<std::uint64_t>(f.data() + 56, detail::load_le<std::uint64_t>(f.data() + 56) + 1);
+    expect_refused(f, "target checksum");
+  }
+}
+
+TEST_CASE("several streams at once") {
+  std::mt19937_64 rng(77);
+  constexpr int streams = 4;
+  model_layout layout({{"w", dtype::bf16, {300000}}});
+  const bucket_plan plan{dtype::bf16, {{0, 0, 300000}}};
+  std::vector<host_model> bases, targets;
+  for (int i = 0; i < streams; ++i) {
+    bases.emplace_back(layout);
+    targets.emplace_back(layout);
+    fill_pair<std::uint16_t>(bases.back(), targets.back(), rng, 0.01 * (i + 1));
+  }
+  std::vector<cudaStream_t> ss(streams);
+  for (auto& s : ss) CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  {
+    std::vector<std::unique_ptr<device_model>> db, dt, dm;
+    std::vector<std::unique_ptr<sc::encode_plan>> eps;
+    std::vector<std::unique_ptr<sc::apply_plan>> aps;
+    const encode_case cases[streams] = {{encoder_id::raw_index32, value_mode::absolute},
+                                        {encoder_id::bitmap, value_mode::ulp},
+                                        {encoder_id::delta_varint, value_mode::ulp},
+                                        {encoder_id::rice, value_mode::ulp}};
+    for (int i = 0; i < streams; ++i) {
+      db.push_back(std::make_unique<device_model>(bases[i]));
+      dt.push_back(std::make_unique<device_model>(targets[i]));
+      dm.push_back(std::make_unique<device_model>(bases[i]));
+      sc::encode_config cfg{cases[i].enc, cases[i].mode, 14};
+      cfg.max_changes = 300000;
+      eps.push_back(std::make_unique<sc::encode_plan>(layout, plan, cfg, ss[i]));
+      aps.push_back(std::make_unique<sc::apply_plan>(layout, sc::apply_config{}, ss[i]));
+    }
+    for (int round = 0; round < 3; ++round) {
+      for (int i = 0; i < streams; ++i) eps[i]->encode_async(db[i]->cptrs(), dt[i]->cptrs());
+      for (int i = 0; i < streams; ++i) eps[i]->wait();
+    }
+    for (int i = 0; i < streams; ++i) {
+      aps[i]->begin();
+      aps[i]->apply(eps[i]->frame(), eps[i]->frame_bytes(), dm[i]->d_ptrs);
+    }
+    for (int i = 0; i < streams; ++i) {
+      CHECK(aps[i]->result().status.ok());
+      expect_identical(host_frame(bases[i], targets[i], plan, 0, cases[i].enc, cases[i].mode, 14), download_frame(*eps[i]),
+                       "stream " + std::to_string(i));
+      host_model got(layout);
+      dm[i]->download(got);
+      CHECK(got.bytes == targets[i].bytes);
+    }
+  }
+  for (auto& s : ss) cudaStreamDestroy(s);
+}
+
+namespace {
+std::string data_dir() {
+  if (const char* d = std::getenv("SPARSESYNC_DATA_DIR")) return d;
+  return std::string(SPARSESYNC_SHARED_DIR) + "/data/rl-gpt2-small-lr1e-6";
+}
+
+// The few manifest fields we need: tensor names and numel, in flat order.
+bool read_manifest(const std::string& path, std::vector<tensor_info>& out) {
+  std::ifstream in(path);
+  if (!in) return false;
+  const std::string s((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::size_t at = 0;
+  while ((at = s.find("\"name\"", at)) != std::string::npos) {
+    const std::size_t q1 = s.find('"', s.find(':', at) + 1);
+    const std::size_t q2 = s.find('"', q1 + 1);
+    const std::string name = s.substr(q1 + 1, q2 - q1 - 1);
+    const std::size_t ne = s.find("\"numel\"", q2);
+    if (ne == std::string::npos) return false;
+    const std::uint64_t numel = std::stoull(s.substr(s.find(':', ne) + 1));
+    out.push_back({name, dtype::bf16, {numel}});
+    at = ne;
+  }
+  return !out.empty();
+}
+}  // namespace
+
+TEST_CASE("real RL update stream: byte identity with the host and GPU apply of the whole chain") {
+  const std::string dir = data_dir();
+  std::vector<tensor_info> tensors;
+  std::ifstream base_file(dir + "/base.bf16", std::ios::binary), patches(dir + "/patches.bin", std::ios::binary);
+  if (!read_manifest(dir + "/manifest.json", tensors) || !base_file || !patches) {
+    MESSAGE("real stream not found at " << dir << ": skipped");
+    return;
+  }
+  model_layout layout(tensors);
+  std::vector<std::uint16_t> flat(layout.numel());
+  base_file.read(reinterpret_cast<char*>(flat.data()), static_cast<std::streamsize>(flat.size() * 2));
+  REQUIRE(base_file.gcount() == static_cast<std::streamsize>(flat.size() * 2));
+  auto to_model = [&](const std::vector<std::uint16_t>& f) {
+    host_model m(layout);
+    for (std::size_t t = 0; t < layout.size(); ++t)
+      std::memcpy(m.bytes[t].data(), f.data() + layout.first_element(t), m.bytes[t].size());
+    return m;
+  };
+  const auto plans = fixed_bytes{1u << 20}.plan(layout, 16);
+  device_model dm(to_model(flat));
+  sc::apply_plan ap(layout, sc::apply_config{true});
+  std::uint64_t known = 0;
+  {
+    const auto b0 = to_model(flat);
+    for (std::size_t t = 0; t < layout.size(); ++t)
+      known += content_checksum(reinterpret_cast<const std::uint16_t*>(b0.bytes[t].data()), layout[t].numel(), layout.first_element(t));
+  }
+  const int steps = quick() ? 2 : 24;
+  for (int step = 1; step <= steps; ++step) {
+    std::uint32_t count = 0;
+    patches.read(reinterpret_cast<char*>(&count), 4);
+    std::vector<std::uint32_t> pos(count);
+    std::vector<std::uint16_t> val(count);
+    patches.read(reinterpret_cast<char*>(pos.data()), 4ll * count);
+    patches.read(reinterpret_cast<char*>(val.data()), 2ll * count);
+    REQUIRE(patches.good());
+    std::vector<std::uint16_t> next = flat;
+    for (std::uint32_t i = 0; i < count; ++i) next[pos[i]] = val[i];
+    const auto base = to_model(flat), target = to_model(next);
+    device_model db(base), dt(target);
+    const encode_case c = step % 4 == 0 ? encode_case{encoder_id::raw_index32, value_mode::absolute}
+                          : step % 4 == 1 ? encode_case{encoder_id::rice, value_mode::ulp}
+                          : step % 4 == 2 ? encode_case{encoder_id::delta_varint, value_mode::ulp}
+                                          : encode_case{encoder_id::bitmap, value_mode::absolute};
+    const bool check_all = step == 1 || step == steps;
+    ap.begin();
+    std::uint64_t payload = 0;
+    for (std::size_t b = 0; b < plans.size(); ++b) {
+      for (const auto& cc : all_cases()) {
+        if (!check_all && (cc.enc != c.enc || cc.mode != c.mode)) continue;
+        sc::encode_config cfg{cc.enc, cc.mode, 16, static_cast<std::uint32_t>(b)};
+        sc::encode_plan p(layout, plans[b], cfg);
+        p.encode(db.cptrs(), dt.cptrs());
+        expect_identical(host_frame(base, target, plans[b], static_cast<std::uint32_t>(b), cc.enc, cc.mode, 16), download_frame(p),
+                         "step " + std::to_string(step) + " bucket " + std::to_string(b) + " " + name_of(cc));
+        if (cc.enc == c.enc && cc.mode == c.mode) {
+          payload += p.frame_bytes();
+          ap.verify(p.frame(), p.frame_bytes(), dm.d_ptrs);
+          ap.commit(p.frame(), p.frame_bytes(), dm.d_ptrs);
+          CUDA_OK(cudaStreamSynchronize(nullptr));  // the plan's frame is reused by the next encode
+        }
+      }
+    }
+    const auto r = ap.result();
+    INFO("step " << step << ": " << r.status.message());
+    REQUIRE(r.status.ok());
+    CHECK_EQ(r.base_checksum, known);
+    known = r.target_checksum;
+    CHECK_EQ(r.changed, count);
+    MESSAGE("step " << step << ": " << count << " changes, " << name_of(c) << " payload " << payload << " bytes ("
+                    << 8.0 * static_cast<double>(payload) / std::max<std::uint32_t>(count, 1) << " bits/change)");
+    flat = next;
+  }
+  host_model got(layout);
+  dm.download(got);
+  CHECK(got.bytes == to_model(flat).bytes);
+}
+
+TEST_CASE("a bucket past 2^31 elements (skipped without ~12 GB free)") {
+  std::size_t free_b = 0, total_b = 0;
+  CUDA_OK(cudaMemGetInfo(&free_b, &total_b));
+  const std::uint64_t n = (std::uint64_t{1} << 31) + 3 * 65536 + 5;
+  if (quick() || free_b < 3 * n * 2 + (2ull << 30)) {
+    MESSAGE("skipped: quick mode or not enough device memory");
+    return;
+  }
+  model_layout layout({{"small", dtype::bf16, {1000}}, {"huge", dtype::bf16, {n}}});
+  host_model base(layout), target(layout);
+  std::uint64_t s = 0x9E3779B97F4A7C15ull;
+  auto next = [&] {
+    s += 0x9E3779B97F4A7C15ull;
+    std::uint64_t z = s;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+  };
+  for (std::size_t t = 0; t < 2; ++t) {
+    auto* b = reinterpret_cast<std::uint16_t*>(base.bytes[t].data());
+    auto* g = reinterpret_cast<std::uint16_t*>(target.bytes[t].data());
+    const std::uint64_t m = layout[t].numel();
+    for (std::uint64_t i = 0; i < m; i += 4) {
+      const std::uint64_t r = next();
+      for (std::uint64_t k = 0; k < 4 && i + k < m; ++k) {
+        b[i + k] = static_cast<std::uint16_t>(0x3C00 + ((r >> (16 * k)) & 0x3FF));
+        g[i + k] = b[i + k];
+      }
+      if ((r >> 60) == 0 && (r & 0x3FF) < 64) g[i] = static_cast<std::uint16_t>(b[i] + 1);  // ~0.4% / 4 of elements
+    }
+    for (std::uint64_t i : {std::uint64_t{0}, m - 1, std::uint64_t{1} << 31, (std::uint64_t{1} << 31) - 1, (std::uint64_t{1} << 31) + 1})
+      if (i < m) g[i] = static_cast<std::uint16_t>(b[i] ^ 0x8000);
+  }
+  const bucket_plan plan{dtype::bf16, {{0, 0, 1000}, {1, 0, n}}};
+  const auto want = host_frame(base, target, plan, 0, encoder_id::delta_varint, value_mode::ulp, 16);
+  {
+    device_model db(base), dt(target);
+    sc::encode_plan p(layout, plan, sc::encode_config{encoder_id::delta_varint, value_mode::ulp, 16});
+    p.encode(db.cptrs(), dt.cptrs());
+    expect_identical(want, download_frame(p), "2^31+ elements");
+    sc::apply_plan ap(layout);
+    ap.apply(p.frame(), p.frame_bytes(), db.d_ptrs);
+    REQUIRE(ap.result().status.ok());
+    host_model got(layout);
+    db.download(got);
+    CHECK(got.bytes == target.bytes);
+  }
+}
