@@ -5,6 +5,8 @@
 //
 //   tcp_trainer [--port 29555] [--key-file sparsesync-example.key] [--workers 1] [--steps 5]
 //               [--hidden 512] [--layers 8] [--vocab 32000] [--lr 1e-6] [--port-file F]
+#include "example_args.hpp"
+
 #include <sparsesync/gen/adam_bf16.hpp>
 #include <sparsesync/gen/layouts.hpp>
 #include <sparsesync/sync/sender.hpp>
@@ -24,12 +26,8 @@ using namespace std::chrono_literals;
 
 namespace {
 
-std::string arg(int argc, char** argv, const char* name, const char* fallback) {
-  for (int i = 1; i + 1 < argc; ++i)
-    if (std::strcmp(argv[i], name) == 0) return argv[i + 1];
-  return fallback;
-}
-std::uint64_t num(int argc, char** argv, const char* name, const char* fallback) { return std::stoull(arg(argc, argv, name, fallback)); }
+using example::arg;
+using example::num;
 
 }  // namespace
 

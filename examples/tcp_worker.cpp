@@ -4,6 +4,9 @@
 //
 //   tcp_worker [--host 127.0.0.1] [--port 29555] [--key-file sparsesync-example.key]
 //              [--hidden 512] [--layers 8] [--vocab 32000]      (the trainer's model: same layout)
+#include "example_args.hpp"
+#include <sparsesync/core/model_checksum.hpp>
+
 #include <sparsesync/gen/layouts.hpp>
 #include <sparsesync/gen/tensor_set.hpp>
 #include <sparsesync/sync/receiver.hpp>
@@ -22,21 +25,9 @@ using namespace std::chrono_literals;
 
 namespace {
 
-std::string arg(int argc, char** argv, const char* name, const char* fallback) {
-  for (int i = 1; i + 1 < argc; ++i)
-    if (std::strcmp(argv[i], name) == 0) return argv[i + 1];
-  return fallback;
-}
-std::uint64_t num(int argc, char** argv, const char* name, const char* fallback) { return std::stoull(arg(argc, argv, name, fallback)); }
+using example::arg;
+using example::num;
 
-std::uint64_t checksum_of(const ss::model_layout& layout, const ss::gen::tensor_set& w) {
-  std::uint64_t sum = 0;
-  for (std::size_t t = 0; t < layout.size(); ++t) {
-    const auto v = w.tensor(t);
-    sum += ss::content_checksum(static_cast<const std::uint16_t*>(v.data), v.numel, layout.first_element(t));
-  }
-  return sum;
-}
 
 // The trainer may still be starting: retry refused connections for a while (a wrong key is not retried).
 ss::asio_tcp_transport connect(const std::string& host, std::uint16_t port, const ss::asio_tcp_options& o) {
@@ -74,7 +65,7 @@ int main(int argc, char** argv) try {
     std::uint64_t recomputed = 0;
     {
       std::shared_lock lock(rx.weights_mutex());  // what a rollout engine holds while it reads the weights
-      recomputed = checksum_of(layout, weights);
+      recomputed = ss::model_checksum(layout, weights.views());
     }
     const bool ok = recomputed == v->checksum;
     failures += !ok;

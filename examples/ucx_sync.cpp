@@ -3,6 +3,9 @@
 // over RDMA. The pre-shared key is made in memory: both threads hold it.
 //
 //   ucx_sync [--steps 3] [--hidden 512] [--layers 8] [--vocab 32000] [--lr 1e-6]
+#include "example_args.hpp"
+#include <sparsesync/core/model_checksum.hpp>
+
 #include <sparsesync/gen/adam_bf16.hpp>
 #include <sparsesync/gen/layouts.hpp>
 #include <sparsesync/sync/receiver.hpp>
@@ -22,21 +25,9 @@ using namespace std::chrono_literals;
 
 namespace {
 
-std::string arg(int argc, char** argv, const char* name, const char* fallback) {
-  for (int i = 1; i + 1 < argc; ++i)
-    if (std::strcmp(argv[i], name) == 0) return argv[i + 1];
-  return fallback;
-}
-std::uint64_t num(int argc, char** argv, const char* name, const char* fallback) { return std::stoull(arg(argc, argv, name, fallback)); }
+using example::arg;
+using example::num;
 
-std::uint64_t checksum_of(const ss::model_layout& layout, const ss::gen::tensor_set& w) {
-  std::uint64_t sum = 0;
-  for (std::size_t t = 0; t < layout.size(); ++t) {
-    const auto v = w.tensor(t);
-    sum += ss::content_checksum(static_cast<const std::uint16_t*>(v.data), v.numel, layout.first_element(t));
-  }
-  return sum;
-}
 
 }  // namespace
 
@@ -67,7 +58,7 @@ int main(int argc, char** argv) try {
       ss::sync::receiver<ss::ucx_transport> rx(layout, views, ss::ucx_transport::connect(ucx, "127.0.0.1", listener.port(), uopt));
       while (auto v = rx.next()) {
         std::shared_lock lock(rx.weights_mutex());
-        const bool ok = checksum_of(layout, weights) == v->checksum;
+        const bool ok = ss::model_checksum(layout, weights.views()) == v->checksum;
         worker_failures += !ok;
         std::printf("  worker : version %llu applied (%s), %llu bytes received, checksum %016llx recomputed: %s\n",
                     static_cast<unsigned long long>(v->version), v->full ? "full transfer" : "patch",

@@ -8,5 +8,6 @@
 #include <sparsesync/core/error.hpp>
 #include <sparsesync/core/hash.hpp>
 #include <sparsesync/core/layout.hpp>
+#include <sparsesync/core/model_checksum.hpp>
 #include <sparsesync/format/apply.hpp>
 #include <sparsesync/format/patch_writer.hpp>

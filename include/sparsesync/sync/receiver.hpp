@@ -4,6 +4,7 @@
 // without a valid version) is written bucket by bucket while the worker holds no version.
 #pragma once
 
+#include <sparsesync/core/model_checksum.hpp>
 #include <sparsesync/format/apply.hpp>
 #include <sparsesync/sync/protocol.hpp>
 #include <sparsesync/transport/transport.hpp>
@@ -49,7 +50,7 @@ class receiver {
     throw_if_error(check_views(layout_, std::span<const tensor_view>(buffers_), "receiver buffers"));
     has_version_ = opt.has_version;
     version_ = opt.version;
-    if (has_version_) checksum_ = model_checksum();
+    if (has_version_) checksum_ = model_checksum(layout_, std::vector<const_tensor_view>(buffers_.begin(), buffers_.end()));
     link_.send(encode(hello{layout_.hash(), has_version_, version_, checksum_}));
     std::vector<std::byte> in;
     if (!link_.receive(in)) throw error(errc::io, "the sender closed the connection during the handshake");
@@ -161,20 +162,6 @@ class receiver {
   void close() { link_.close(); }
 
  private:
-  std::uint64_t model_checksum() const {
-    std::uint64_t sum = 0;
-    for (std::size_t t = 0; t < layout_.size(); ++t) {
-      const auto& v = buffers_[t];
-      const std::uint64_t first = layout_.first_element(t);
-      switch (size_of(v.dtype)) {
-        case 1: sum += content_checksum(static_cast<const std::uint8_t*>(v.data), v.numel, first); break;
-        case 2: sum += content_checksum(static_cast<const std::uint16_t*>(v.data), v.numel, first); break;
-        default: sum += content_checksum(static_cast<const std::uint32_t*>(v.data), v.numel, first); break;
-      }
-    }
-    return sum;
-  }
-
   model_layout layout_;
   std::vector<tensor_view> buffers_;
   Transport link_;

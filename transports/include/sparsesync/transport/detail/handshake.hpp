@@ -172,10 +172,19 @@ std::optional<session_keys> handshake(S& s, role r, const pre_shared_key* key, s
     const auto client_proof = mac_of(key->bytes(), client_proof_label, binding, {hello, sh});
     const auto cf = make_finish(client_finish_magic, server_ok ? verdict::accept : verdict::reject, client_proof);
     write_message(s, cf, d);
-    if (!server_ok)
+    if (!server_ok) {
+      // Wait (bounded) for the server's answer to our verdict before closing: a transport that drops unread
+      // data when its peer closes (UCX) would otherwise end the server's handshake as "connection closed"
+      // instead of telling it why. Whatever comes back, or doesn't, the verdict here is already final.
+      try {
+        std::array<std::byte, finish_size> sf{};
+        read_message(s, sf, d, "answer to this side's verdict");
+      } catch (const transport_error&) {
+      }
       throw transport_error(transport_errc::auth_failed,
                             where + ": the server did not prove knowledge of the pre-shared key: the two sides use "
                                     "different keys" + key_hint);
+    }
 
     std::array<std::byte, finish_size> sf{};
     read_message(s, sf, d, "verdict on this side's key");
@@ -206,9 +215,13 @@ std::optional<session_keys> handshake(S& s, role r, const pre_shared_key* key, s
   std::array<std::byte, finish_size> cf{};
   read_message(s, cf, d, "proof of the pre-shared key");
   check_finish_magic(cf, client_finish_magic, where);
-  if (static_cast<verdict>(cf[8]) != verdict::accept)
+  if (static_cast<verdict>(cf[8]) != verdict::accept) {
+    // Answer (reject, no confirmation) so that the client knows its verdict arrived; see the client side.
+    const bytes32 none{};
+    write_message(s, make_finish(server_finish_magic, verdict::reject, none), d);
     throw transport_error(transport_errc::auth_failed,
                           where + ": the client rejected this server's proof: the two sides use different pre-shared keys" + key_hint);
+  }
   const auto expected = mac_of(key->bytes(), client_proof_label, binding, {ch, sh});
   const bool client_ok = equal_constant_time(expected, std::span(cf).subspan(16, 32));
   const auto confirm = mac_of(key->bytes(), server_confirm_label, binding, {ch, sh, cf});
