@@ -10,7 +10,7 @@
 #include <sparsesync/bucketing/fixed_bytes.hpp>
 #include <sparsesync/codec/registry.hpp>
 #include <sparsesync/cuda/codec.cuh>
-#include <sparsesync/transport/nccl.hpp>
+#include <sparsesync/cuda/nccl_sync.cuh>
 
 #include <algorithm>
 #include <barrier>
@@ -193,8 +193,6 @@ int main(int argc, char** argv) try {
       cudaStream_t stream, comm_stream;
       CK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
       CK(cudaStreamCreateWithFlags(&comm_stream, cudaStreamNonBlocking));
-      cudaEvent_t arrived;
-      CK(cudaEventCreateWithFlags(&arrived, cudaEventDisableTiming));
       ss::nccl_bootstrap b = boot;
       b.rank = rank;
       ss::nccl_communicator comm(b, rank);
@@ -204,10 +202,8 @@ int main(int argc, char** argv) try {
       void** d_weights = tensor_pointers(layout, weights);
       std::uint16_t* snapshot = nullptr;  // trainer only: the last published version
       void** d_snapshot = nullptr;
-      std::vector<std::unique_ptr<sc::encode_plan>> encoders;
-      sc::apply_config acfg;
-      acfg.known_base = true;  // both sides vouch for the checksum of the version they hold
-      sc::apply_plan applier(layout, acfg, stream);
+      std::unique_ptr<sc::nccl_publisher> publisher;
+      std::unique_ptr<sc::nccl_subscriber> subscriber;
       if (rank == 0) {
         CK(cudaMalloc(&snapshot, n * 2));
         d_snapshot = tensor_pointers(layout, snapshot);
@@ -216,19 +212,16 @@ int main(int argc, char** argv) try {
         sc::encode_config cfg;
         cfg.encoder = o.encoder;
         cfg.mode = ss::value_mode::ulp;
-        for (std::size_t i = 0; i < plans.size(); ++i) {
-          cfg.bucket_index = static_cast<std::uint32_t>(i);
-          cfg.max_changes = static_cast<std::uint64_t>(plans[i].numel() * o.density * 1.5) + 65536;
-          encoders.push_back(std::make_unique<sc::encode_plan>(layout, plans[i], cfg, stream));
-        }
+        publisher = std::make_unique<sc::nccl_publisher>(layout, plans, cfg, channel, stream, comm_stream, 1.5 * o.density);
       }
       // Version 0 reaches every worker as a dense broadcast (not timed).
       CK(cudaStreamSynchronize(stream));
       ss::detail::check_nccl(ncclBroadcast(weights, weights, n * 2, ncclUint8, 0, comm.get(), comm_stream), "ncclBroadcast", comm.get());
       CK(cudaStreamSynchronize(comm_stream));
-      std::vector<std::uint64_t> bucket_targets(plans.size());
-      unsigned char* arena = nullptr;  // worker: the frames of one version, kept until all verified
-      std::size_t arena_bytes = 0;
+      if (rank != 0)
+        subscriber = std::make_unique<sc::nccl_subscriber>(layout, channel, stream, comm_stream,
+                                                           o.streamed ? sc::nccl_subscriber::commit_mode::streamed
+                                                                      : sc::nccl_subscriber::commit_mode::atomic);
       for (int v = 0; v < o.versions; ++v) {
         if (rank == 0) {
           step_kernel<<<8192, 256, 0, stream>>>(weights, n, 0xABCDEF00ull + static_cast<std::uint64_t>(v), threshold);
@@ -236,70 +229,27 @@ int main(int argc, char** argv) try {
         }
         sync_point.arrive_and_wait();
         const auto t0 = clock::now();
-        double encode_ms = 0;
-        std::uint64_t payload = 0, changed = 0;
-        applier.begin();
+        sc::nccl_publish_stats sent;
         double snapshot_ms = 0;
         if (rank == 0) {
-          std::vector<std::uint64_t> frame_bytes(plans.size());
-          for (std::size_t i = 0; i < plans.size(); ++i) {
-            auto& enc = *encoders[i];
-            enc.set_known_base(v == 0 ? std::nullopt : std::optional<std::uint64_t>(bucket_targets[i]));
-            const auto te = clock::now();
-            const auto r = enc.encode(const_cast<const void* const*>(d_snapshot), const_cast<const void* const*>(d_weights));
-            encode_ms += std::chrono::duration<double, std::milli>(clock::now() - te).count();
-            bucket_targets[i] = r.target_checksum;
-            frame_bytes[i] = r.frame_bytes;
-            payload += r.frame_bytes;
-            changed += r.changed;
-            channel.send(enc.frame(), r.frame_bytes);  // on comm_stream; the frame is complete (wait() synced)
-          }
-          channel.send(nullptr, 0);  // end of version
-          // The trainer's snapshot follows by applying the same frames (verified). It must be done before the
-          // next encode, not before the workers have the version: timed apart, off the workers' path.
+          sent = publisher->publish(static_cast<std::uint64_t>(v + 1), d_snapshot, d_weights);
+          // The trainer's snapshot follows; needed before the next encode, not before the workers have the
+          // version: timed apart, off the workers' path.
           const auto ts = clock::now();
-          for (std::size_t i = 0; i < plans.size(); ++i) applier.apply(encoders[i]->frame(), frame_bytes[i], d_snapshot);
-          CK(cudaStreamSynchronize(stream));
+          publisher->update_snapshot(d_snapshot);
           snapshot_ms = std::chrono::duration<double, std::milli>(clock::now() - ts).count();
         } else {
-          std::vector<std::pair<std::size_t, std::size_t>> frames;  // (offset, bytes) in the arena
-          std::size_t used = 0;
-          for (;;) {
-            const auto size = channel.receive_size();
-            if (!size || *size == 0) break;
-            if (used + *size > arena_bytes) {
-              // Grow (rare: the first version), keeping what arrived; synchronous, both streams idle first.
-              CK(cudaStreamSynchronize(stream));
-              CK(cudaStreamSynchronize(comm_stream));
-              unsigned char* bigger = nullptr;
-              const std::size_t cap = std::max<std::size_t>(2 * arena_bytes, used + *size + (64u << 20));
-              CK(cudaMalloc(reinterpret_cast<void**>(&bigger), cap));
-              if (used) CK(cudaMemcpy(bigger, arena, used, cudaMemcpyDeviceToDevice));
-              if (arena) CK(cudaFree(arena));
-              arena = bigger;
-              arena_bytes = cap;
-            }
-            channel.receive_payload(arena + used);
-            CK(cudaEventRecord(arrived, comm_stream));
-            CK(cudaStreamWaitEvent(stream, arrived, 0));
-            if (o.streamed) applier.apply(arena + used, *size, d_weights);
-            else applier.verify(arena + used, *size, d_weights);
-            frames.emplace_back(used, *size);
-            used += *size;
-          }
-          const auto verdict = applier.result();  // every bucket verified before anything is written
-          if (!verdict.status) throw std::runtime_error("worker refused a version: " + verdict.status.message());
-          if (!o.streamed)
-            for (const auto& [off, bytes] : frames) applier.commit(arena + off, bytes, d_weights);
+          const auto got = subscriber->next(d_weights);
+          if (!got) throw std::runtime_error("the trainer closed the channel early");
         }
-        const auto done = applier.result();
-        if (!done.status) throw std::runtime_error("apply failed: " + done.status.message());
         CK(cudaStreamSynchronize(stream));
         CK(cudaStreamSynchronize(comm_stream));
         // A version's latency: from the trainer's start until the last worker verified and wrote it.
         worker_done_ms[rank] = rank == 0 ? 0 : std::chrono::duration<double, std::milli>(clock::now() - t0).count();
         sync_point.arrive_and_wait();
         const double sparse_ms = *std::max_element(worker_done_ms.begin(), worker_done_ms.end());
+        const double encode_ms = sent.encode_ms;
+        const std::uint64_t payload = sent.payload_bytes, changed = sent.changed;
 
         // Dense: the same weights by one broadcast.
         sync_point.arrive_and_wait();
@@ -315,12 +265,14 @@ int main(int argc, char** argv) try {
           trainer_checksums[v] = sum;
           if (device_checksum(snapshot, n, stream) != sum) throw std::runtime_error("trainer snapshot differs from its weights");
         } else {
-          worker_checksums[rank][v] = done.target_checksum == sum ? sum : ~sum;  // applied state, checked below
+          worker_checksums[rank][v] = sum;
         }
       }
-      if (rank == 0) channel.close();
+      if (rank == 0) publisher->close();
       CK(cudaStreamSynchronize(stream));
-      if (arena) CK(cudaFree(arena));
+      CK(cudaStreamSynchronize(comm_stream));
+      publisher.reset();
+      subscriber.reset();
       CK(cudaFree(weights));
       if (snapshot) CK(cudaFree(snapshot));
     } catch (const std::exception& e) {
