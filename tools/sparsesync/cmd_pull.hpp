@@ -103,7 +103,7 @@ class weights_image {
   [[nodiscard]] std::uint64_t checksum() {
     const auto v = views();
     const std::vector<const_tensor_view> c(v.begin(), v.end());
-    return model_content_checksum(layout_, c);
+    return model_checksum(layout_, c);
   }
 
   // Replaces `path` atomically with the header followed by the data area.

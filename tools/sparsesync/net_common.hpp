@@ -7,6 +7,7 @@
 #include "exit_codes.hpp"
 
 #include <sparsesync/core/hash.hpp>
+#include <sparsesync/core/model_checksum.hpp>
 #include <sparsesync/core/little_endian.hpp>
 #include <sparsesync/transport/asio_tcp.hpp>
 #include <sparsesync/transport/key.hpp>
@@ -249,22 +250,6 @@ inline status decode(std::span<const std::byte> m, catalog& c) {
   if (n != m.size() - catalog_fixed_bytes) return {errc::malformed, "catalog: header length does not match the frame"};
   c.header.assign(p + catalog_fixed_bytes, p + m.size());
   return {};
-}
-
-// ---- content checksum of host tensors (the receiver's model checksum, docs/ARCHITECTURE.md) ----
-
-inline std::uint64_t model_content_checksum(const model_layout& layout, std::span<const const_tensor_view> views) {
-  std::uint64_t sum = 0;
-  for (std::size_t t = 0; t < layout.size(); ++t) {
-    const auto& v = views[t];
-    const std::uint64_t first = layout.first_element(t);
-    switch (size_of(v.dtype)) {
-      case 1: sum += content_checksum(static_cast<const std::uint8_t*>(v.data), v.numel, first); break;
-      case 2: sum += content_checksum(static_cast<const std::uint16_t*>(v.data), v.numel, first); break;
-      default: sum += content_checksum(static_cast<const std::uint32_t*>(v.data), v.numel, first); break;
-    }
-  }
-  return sum;
 }
 
 inline std::string hex_u64(std::uint64_t v) {
