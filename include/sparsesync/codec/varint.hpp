@@ -11,15 +11,6 @@
 SPARSESYNC_NS_BEGIN
 namespace detail {
 
-SPARSESYNC_HD unsigned varint_size(std::uint64_t v) {
-  unsigned n = 1;
-  while (v >= 0x80) {
-    v >>= 7;
-    ++n;
-  }
-  return n;
-}
-
 inline void put_varint(std::vector<unsigned char>& out, std::uint64_t v) {
   while (v >= 0x80) {
     out.push_back(static_cast<unsigned char>(v | 0x80));

@@ -21,12 +21,5 @@ SPARSESYNC_HD void store_le(unsigned char* p, T v) {
   for (unsigned i = 0; i < sizeof(T); ++i) p[i] = static_cast<unsigned char>(v >> (8 * i));
 }
 
-// Loads an unsigned integer of `width` bytes (1, 2, 4 or 8).
-SPARSESYNC_HD std::uint64_t load_le_width(const unsigned char* p, unsigned width) {
-  std::uint64_t v = 0;
-  for (unsigned i = 0; i < width; ++i) v |= static_cast<std::uint64_t>(p[i]) << (8 * i);
-  return v;
-}
-
 }  // namespace detail
 SPARSESYNC_NS_END
