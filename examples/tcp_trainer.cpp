@@ -24,12 +24,8 @@
 namespace ss = sparsesync;
 using namespace std::chrono_literals;
 
-namespace {
-
 using example::arg;
 using example::num;
-
-}  // namespace
 
 int main(int argc, char** argv) try {
   const auto port = static_cast<std::uint16_t>(num(argc, argv, "--port", "29555"));

@@ -23,13 +23,8 @@
 namespace ss = sparsesync;
 using namespace std::chrono_literals;
 
-namespace {
-
 using example::arg;
 using example::num;
-
-
-}  // namespace
 
 int main(int argc, char** argv) try {
   const auto steps = num(argc, argv, "--steps", "3");

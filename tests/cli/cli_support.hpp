@@ -1,6 +1,8 @@
 // Helpers for the CLI tests: run the built `sparsesync` binary, make safetensors checkpoints, read files.
 #pragma once
 
+#include "temp_dir.hpp"
+
 #include <sparsesync/sparsesync.hpp>
 
 #include "safetensors.hpp"
@@ -21,31 +23,7 @@ namespace cli_test {
 
 namespace fs = std::filesystem;
 
-// A fresh temporary directory, removed afterwards.
-struct temp_dir {
-  fs::path path;
-  temp_dir() {
-    std::string t = (fs::temp_directory_path() / "sparsesync-cli-test-XXXXXX").string();
-    if (!::mkdtemp(t.data())) throw std::runtime_error("mkdtemp failed");
-    path = t;
-  }
-  ~temp_dir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  temp_dir(const temp_dir&) = delete;
-  temp_dir& operator=(const temp_dir&) = delete;
-
-  fs::path operator/(const std::string& name) const { return path / name; }
-
-  // Names of the entries, sorted (temporary files of atomic writes would show up here).
-  [[nodiscard]] std::vector<std::string> entries() const {
-    std::vector<std::string> out;
-    for (const auto& e : fs::directory_iterator(path)) out.push_back(e.path().filename().string());
-    std::sort(out.begin(), out.end());
-    return out;
-  }
-};
+using temp_dir = sparsesync::test::temp_dir;
 
 inline std::vector<unsigned char> read_bytes(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);

@@ -2,6 +2,7 @@
 // receives generated checkpoints (written under a temporary name and renamed), pulls that must produce the
 // newest file byte for byte, catch-up by patches, --follow with its JSON lines, refusals of wrong keys, an
 // edited OUT, and a change of layout. Every wait is bounded.
+#include "temp_dir.hpp"
 #include "process.hpp"
 #include "safetensors.hpp"
 
@@ -21,21 +22,7 @@ namespace ss = sparsesync;
 
 namespace {
 
-struct temp_dir {
-  fs::path path;
-  temp_dir() {
-    std::string t = (fs::temp_directory_path() / "sparsesync-net-test-XXXXXX").string();
-    if (!::mkdtemp(t.data())) throw std::runtime_error("mkdtemp failed");
-    path = t;
-  }
-  ~temp_dir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  temp_dir(const temp_dir&) = delete;
-  temp_dir& operator=(const temp_dir&) = delete;
-  fs::path operator/(const std::string& n) const { return path / n; }
-};
+using temp_dir = sparsesync::test::temp_dir;
 
 std::vector<std::string> entries(const fs::path& dir) {
   std::vector<std::string> out;
