@@ -368,6 +368,10 @@ int main(int argc, char** argv) {
         const variant vs[] = {{"128x4 min4 (default, known base)", &bp::time_detect<sc::default_policy::detect_known>},
                               {"256x2 min4 (default, base hashed)", &bp::time_detect<sc::default_policy::detect_hashed>},
                               {"128x2 min8", &bp::time_detect<bp::pol<128, 2, 8>>},
+                              {"128x4 min6", &bp::time_detect<bp::pol<128, 4, 6>>},
+                              {"128x4 min8", &bp::time_detect<bp::pol<128, 4, 8>>},
+                              {"256x2 min8", &bp::time_detect<bp::pol<256, 2, 8>>},
+                              {"64x4 min12", &bp::time_detect<bp::pol<64, 4, 12>>},
                               {"256x1 min6", &bp::time_detect<bp::pol<256, 1, 6>>}};
         for (const auto& v : vs) {
           for (int hash = 0; hash < 2; ++hash) {

@@ -3,10 +3,12 @@
 // after an AdamW step at an RL learning rate); the trainer encodes each bucket on its GPU, broadcasts the
 // frames, and every worker verifies and applies them in place (all buckets verified before any is written);
 // the trainer updates its snapshot by applying the same frames. Dense: one ncclBroadcast of the weights.
-// Every version is checked on every worker: its content checksum must equal the trainer's.
+// Every version is checked on every worker: its content checksum must equal the trainer's. The sparse
+// channel's communicator may use --sparse-ctas CTAs (default 4: the frames are small, and each CTA NCCL holds
+// is an SM taken from the encoder); the dense baseline runs on a second communicator with NCCL's defaults.
 //
 //   nccl_sync_bench [--params 7e9] [--versions 5] [--density 0.01] [--gpus N] [--encoder rice|varint|raw|bitmap]
-//                   [--bucket-bytes 1073741824] [--apply atomic|streamed] [--out results.json]
+//                   [--bucket-bytes 1073741824] [--apply atomic|streamed] [--sparse-ctas 4] [--out results.json]
 #include <sparsesync/bucketing/fixed_bytes.hpp>
 #include <sparsesync/codec/registry.hpp>
 #include <sparsesync/cuda/codec.cuh>
@@ -41,6 +43,9 @@ struct options {
   // streamed: it verifies and writes bucket by bucket as they arrive (each bucket verified before written,
   // but a reader could see a mix of versions in between: for engines paused during the update).
   bool streamed = false;
+  // CTAs the sparse channel's communicator may use (0: NCCL's default); the dense baseline always gets its
+  // own communicator with NCCL's defaults.
+  int sparse_ctas = 4;
 };
 
 // A Llama-7B-like layout cut to about `params` elements: embeddings, per layer q/k/v/o, gate/up/down, norms.
@@ -147,6 +152,7 @@ int main(int argc, char** argv) try {
     else if (a == "--gpus") o.gpus = std::stoi(v);
     else if (a == "--bucket-bytes") o.bucket_bytes = std::stoull(v);
     else if (a == "--out") o.out = v;
+    else if (a == "--sparse-ctas") o.sparse_ctas = std::stoi(v);
     else if (a == "--apply") {
       if (v != "atomic" && v != "streamed") throw std::invalid_argument("--apply takes atomic or streamed");
       o.streamed = v == "streamed";
@@ -173,15 +179,17 @@ int main(int argc, char** argv) try {
               prop.name, layout.size(), static_cast<double>(n) / 1e9, 2.0 * static_cast<double>(n) / 1e9, plans.size(),
               std::string(ss::encoder_name(o.encoder)).c_str(), 100 * o.density);
 
-  ss::nccl_bootstrap boot;
+  ss::nccl_bootstrap boot, dense_boot;
   ss::detail::check_nccl(ncclGetUniqueId(&boot.id), "ncclGetUniqueId");
-  boot.nranks = n_gpus;
+  ss::detail::check_nccl(ncclGetUniqueId(&dense_boot.id), "ncclGetUniqueId");
+  boot.nranks = dense_boot.nranks = n_gpus;
   std::barrier sync_point(n_gpus);
   std::vector<version_record> records(o.versions);
   std::vector<std::vector<std::uint64_t>> worker_checksums(n_gpus, std::vector<std::uint64_t>(o.versions));
   std::vector<std::uint64_t> trainer_checksums(o.versions);
   std::vector<std::string> errors(n_gpus);
   std::vector<double> worker_done_ms(n_gpus);
+  double encode_alone_ms = 0;  // rank 0 writes it before the first barrier of version 2
   const auto threshold = static_cast<std::uint32_t>(o.density * 4294967296.0);
   using clock = std::chrono::steady_clock;
 
@@ -193,9 +201,10 @@ int main(int argc, char** argv) try {
       cudaStream_t stream, comm_stream;
       CK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
       CK(cudaStreamCreateWithFlags(&comm_stream, cudaStreamNonBlocking));
-      ss::nccl_bootstrap b = boot;
-      b.rank = rank;
-      ss::nccl_communicator comm(b, rank);
+      ss::nccl_bootstrap b = boot, db = dense_boot;
+      b.rank = db.rank = rank;
+      ss::nccl_communicator comm(b, rank, ss::nccl_comm_options{o.sparse_ctas, 0});
+      ss::nccl_communicator dense_comm(db, rank);
       ss::nccl_broadcast_channel channel(comm.get(), 0, comm_stream);
       std::uint16_t* weights = nullptr;  // trainer: current weights; worker: its copy
       CK(cudaMalloc(&weights, n * 2));
@@ -203,6 +212,7 @@ int main(int argc, char** argv) try {
       std::uint16_t* snapshot = nullptr;  // trainer only: the last published version
       void** d_snapshot = nullptr;
       std::unique_ptr<sc::nccl_publisher> publisher;
+      std::vector<std::unique_ptr<sc::encode_plan>> alone;
       std::unique_ptr<sc::nccl_subscriber> subscriber;
       if (rank == 0) {
         CK(cudaMalloc(&snapshot, n * 2));
@@ -213,10 +223,17 @@ int main(int argc, char** argv) try {
         cfg.encoder = o.encoder;
         cfg.mode = ss::value_mode::ulp;
         publisher = std::make_unique<sc::nccl_publisher>(layout, plans, cfg, channel, stream, comm_stream, 1.5 * o.density);
+        for (std::size_t i = 0; i < plans.size(); ++i) {  // the same encodes without NCCL beside them (reference)
+          sc::encode_config c = cfg;
+          c.bucket_index = static_cast<std::uint32_t>(i);
+          c.max_changes = static_cast<std::uint64_t>(static_cast<double>(plans[i].numel()) * 1.5 * o.density) + 65536;
+          c.known_base = true;
+          alone.push_back(std::make_unique<sc::encode_plan>(layout, plans[i], c, stream));
+        }
       }
       // Version 0 reaches every worker as a dense broadcast (not timed).
       CK(cudaStreamSynchronize(stream));
-      ss::detail::check_nccl(ncclBroadcast(weights, weights, n * 2, ncclUint8, 0, comm.get(), comm_stream), "ncclBroadcast", comm.get());
+      ss::detail::check_nccl(ncclBroadcast(weights, weights, n * 2, ncclUint8, 0, dense_comm.get(), comm_stream), "ncclBroadcast", dense_comm.get());
       CK(cudaStreamSynchronize(comm_stream));
       if (rank != 0)
         subscriber = std::make_unique<sc::nccl_subscriber>(layout, channel, stream, comm_stream,
@@ -226,6 +243,17 @@ int main(int argc, char** argv) try {
         if (rank == 0) {
           step_kernel<<<8192, 256, 0, stream>>>(weights, n, 0xABCDEF00ull + static_cast<std::uint64_t>(v), threshold);
           CK(cudaStreamSynchronize(stream));
+          if (v == 1) {  // every bucket encoded back to back on this GPU alone, no NCCL: what the encode costs by itself
+            std::vector<double> t;
+            for (int rep = 0; rep < 4; ++rep) {
+              const auto ta = clock::now();
+              for (auto& e : alone) e->encode_async(d_snapshot, d_weights);
+              for (auto& e : alone) e->wait();
+              if (rep) t.push_back(std::chrono::duration<double, std::milli>(clock::now() - ta).count());
+            }
+            std::sort(t.begin(), t.end());
+            encode_alone_ms = t[t.size() / 2];
+          }
         }
         sync_point.arrive_and_wait();
         const auto t0 = clock::now();
@@ -254,7 +282,7 @@ int main(int argc, char** argv) try {
         // Dense: the same weights by one broadcast.
         sync_point.arrive_and_wait();
         const auto t1 = clock::now();
-        ss::detail::check_nccl(ncclBroadcast(weights, weights, n * 2, ncclUint8, 0, comm.get(), comm_stream), "ncclBroadcast", comm.get());
+        ss::detail::check_nccl(ncclBroadcast(weights, weights, n * 2, ncclUint8, 0, dense_comm.get(), comm_stream), "ncclBroadcast", dense_comm.get());
         CK(cudaStreamSynchronize(comm_stream));
         sync_point.arrive_and_wait();
         const double dense_ms = std::chrono::duration<double, std::milli>(clock::now() - t1).count();
@@ -313,12 +341,12 @@ int main(int argc, char** argv) try {
     rows += buf;
   }
   const double ms = median(sparse), md = median(dense);
-  std::printf("median over versions 2..%d: sparse %.2f ms (encode %.2f), dense %.2f ms: sparse is %.2fx faster; every worker %s\n",
-              o.versions, ms, median(enc), md, md / ms, all_ok ? "bit-identical after every version" : "NOT identical");
+  std::printf("median over versions 2..%d: sparse %.2f ms (encode %.2f; alone, without NCCL: %.2f), dense %.2f ms: sparse is %.2fx faster; every worker %s\n",
+              o.versions, ms, median(enc), encode_alone_ms, md, md / ms, all_ok ? "bit-identical after every version" : "NOT identical");
   std::ofstream(o.out) << "{\"benchmark\": \"nccl-sparse-vs-dense\", \"gpus\": " << n_gpus << ", \"card\": \"" << prop.name
                        << "\", \"numel\": " << n << ", \"density\": " << o.density << ", \"encoder\": \""
-                       << ss::encoder_name(o.encoder) << "\", \"values\": \"ulp\", \"apply\": \"" << (o.streamed ? "streamed" : "atomic") << "\", \"bucket_bytes\": " << o.bucket_bytes
-                       << ", \"median_sparse_ms\": " << ms << ", \"median_encode_ms\": " << median(enc) << ", \"median_dense_ms\": " << md
+                       << ss::encoder_name(o.encoder) << "\", \"values\": \"ulp\", \"apply\": \"" << (o.streamed ? "streamed" : "atomic") << "\", \"bucket_bytes\": " << o.bucket_bytes << ", \"sparse_ctas\": " << o.sparse_ctas
+                       << ", \"median_sparse_ms\": " << ms << ", \"median_encode_ms\": " << median(enc) << ", \"encode_alone_ms\": " << encode_alone_ms << ", \"median_dense_ms\": " << md
                        << ", \"speedup\": " << md / ms << ", \"all_bit_identical\": " << (all_ok ? "true" : "false")
                        << ",\n \"versions\": [\n  " << rows << "]}\n";
   return all_ok ? 0 : 1;

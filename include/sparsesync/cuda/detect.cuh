@@ -53,20 +53,38 @@ SPARSESYNC_DEVICE void vec_set(uint4& v, int k, W value) {
   else v.w |= x;
 }
 
+// Largest s in [lo, hi) with segs[s].bucket_first <= e (segs[lo].bucket_first <= e is given), found by the
+// whole warp (all 32 lanes call it with the same arguments) in ceil(log32(hi - lo)) rounds of independent
+// loads. A binary search chains log2(hi - lo) dependent loads, which at the start of every tile would stall
+// the block before it has issued a single load of the weights.
+template <class Seg>
+SPARSESYNC_DEVICE std::uint32_t warp_find_segment(const Seg* segs, std::uint32_t lo, std::uint32_t hi, std::uint64_t e) {
+  const unsigned lane = threadIdx.x & 31u;
+  while (hi - lo > 1) {
+    const std::uint32_t step = (hi - lo + 31) / 32;  // lane i probes lo + i * step
+    const std::uint32_t idx = lo + lane * step;
+    const bool at_or_before = idx < hi && segs[idx].bucket_first <= e;
+    const unsigned ballot = __ballot_sync(0xFFFFFFFFu, at_or_before);  // a prefix of the lanes, lane 0 included
+    lo += (31u - static_cast<unsigned>(__clz(static_cast<int>(ballot)))) * step;
+    hi = lo + step < hi ? lo + step : hi;
+  }
+  return lo;
+}
+
 struct tile_desc {
   std::uint32_t seg_lo;
   std::uint32_t seg_hi;  // inclusive
   bool fast;
 };
 
-// Every thread computes it (the same few broadcast loads): no barrier stands between a tile's start and its
-// loads.
+// Every thread computes it (the same few broadcast loads, searched warp-wide): no barrier stands between a
+// tile's start and its loads.
 template <class W>
 SPARSESYNC_DEVICE tile_desc describe_tile(const resolved_segment* segs, std::uint32_t segment_count, bool two, std::uint64_t first,
                                           std::uint32_t n, std::uint32_t tile_elems) {
   tile_desc d;
-  d.seg_lo = find_segment(segs, 0, segment_count, first);
-  d.seg_hi = find_segment(segs, d.seg_lo, segment_count, first + n - 1);
+  d.seg_lo = warp_find_segment(segs, 0, segment_count, first);
+  d.seg_hi = warp_find_segment(segs, d.seg_lo, segment_count, first + n - 1);
   d.fast = false;
   if (d.seg_lo == d.seg_hi && n == tile_elems) {
     const resolved_segment& sg = segs[d.seg_lo];
@@ -174,9 +192,11 @@ struct detect_params {
 };
 
 // One tile per block. Phase 1 (per thread, uniform work): 16-byte loads, base hashes, change mask. A block
-// scan ranks the changes; thread 0 reserves scratch (its atomic overlaps the staging). Phase 2: changes are
-// staged in shared memory in position order, then processed compacted, thread i taking change i: checksum
+// scan ranks the changes; thread 0 reserves scratch (its atomic overlaps the staging). Phase 2: the tile is
+// copied to shared memory and the changes' positions staged there in order, then the changes are processed
+// compacted, thread i taking change i: checksum
 // deltas (no divergence: a warp never hashes for one changed lane while 31 wait) and coalesced scratch writes.
+// Shared memory per block: the tile's two copies and one u16 position per element.
 template <class W, class P, bool HashBase>
 SPARSESYNC_KERNEL void __launch_bounds__(P::detect_threads, P::detect_min_blocks) detect_kernel(detect_params p) {
   constexpr int threads = P::detect_threads;
@@ -188,8 +208,8 @@ SPARSESYNC_KERNEL void __launch_bounds__(P::detect_threads, P::detect_min_blocks
                 "sparsesync: detect tile too large for static shared memory; lower detect_iters or detect_threads");
   __shared__ typename scan_t::TempStorage scan_tmp;
   __shared__ std::uint16_t s_pos[tile_max];
-  __shared__ W s_old[tile_max];
-  __shared__ W s_new[tile_max];
+  __shared__ uint4 s_base[threads * iters];  // the tile's words, as loaded (element e at W offset e)
+  __shared__ uint4 s_target[threads * iters];
   __shared__ std::uint64_t s_warp[2][threads / 32];
   __shared__ std::uint64_t s_off;
 
@@ -206,6 +226,13 @@ SPARSESYNC_KERNEL void __launch_bounds__(P::detect_threads, P::detect_min_blocks
     if constexpr (HashBase) base_sum += element_hash(flat, bw);
     if (bw != tw) mask |= std::uint64_t{1} << (it * vec + k);
   });
+  // The tile goes to shared memory (16-byte stores, conflict-free) so that staging a change costs one u16
+  // store and the compacted pass reads its old and new words by position.
+#pragma unroll
+  for (int it = 0; it < iters; ++it) {
+    s_base[it * threads + static_cast<int>(threadIdx.x)] = b[it];
+    s_target[it * threads + static_cast<int>(threadIdx.x)] = t[it];
+  }
 
   // Rank the changes: counts per iteration packed in 16-bit fields, one block scan.
   constexpr std::uint64_t vec_mask = (std::uint64_t{1} << vec) - 1;
@@ -230,15 +257,9 @@ SPARSESYNC_KERNEL void __launch_bounds__(P::detect_threads, P::detect_min_blocks
   for (int it = 0; it < iters; ++it) {
     std::uint32_t rank = base_rank + static_cast<std::uint32_t>((prefix >> (16 * it)) & 0xFFFF);
     const std::uint32_t e0 = static_cast<std::uint32_t>((it * threads + static_cast<int>(threadIdx.x)) * vec);
-#pragma unroll
-    for (int k = 0; k < vec; ++k) {
-      if ((mask >> (it * vec + k)) & 1u) {
-        s_pos[rank] = static_cast<std::uint16_t>(e0 + k);
-        s_old[rank] = vec_get<W>(b[it], k);
-        s_new[rank] = vec_get<W>(t[it], k);
-        ++rank;
-      }
-    }
+    // Only the set bits: at RL densities a thread has none or one per iteration.
+    for (std::uint64_t m = (mask >> (it * vec)) & vec_mask; m != 0; m &= m - 1)
+      s_pos[rank++] = static_cast<std::uint16_t>(e0 + static_cast<std::uint32_t>(__ffsll(static_cast<long long>(m)) - 1));
     base_rank += static_cast<std::uint32_t>((agg >> (16 * it)) & 0xFFFF);
   }
   __syncthreads();  // staging and s_off are visible
@@ -250,7 +271,7 @@ SPARSESYNC_KERNEL void __launch_bounds__(P::detect_threads, P::detect_min_blocks
   const std::uint64_t flat0 = d.fast ? p.segments[d.seg_lo].flat_first + (first - p.segments[d.seg_lo].bucket_first) : 0;
   for (std::uint32_t i = threadIdx.x; i < total; i += threads) {
     const std::uint32_t pos = s_pos[i];
-    const W ow = s_old[i], nw = s_new[i];
+    const W ow = reinterpret_cast<const W*>(s_base)[pos], nw = reinterpret_cast<const W*>(s_target)[pos];
     std::uint64_t flat = flat0 + pos;
     if (!d.fast) {
       const resolved_segment& sg = p.segments[find_segment(p.segments, d.seg_lo, d.seg_hi + 1, first + pos)];

@@ -3,7 +3,7 @@
 // Pipeline, all stream-ordered, no host synchronization:
 //   detect   (one block per tile)   reads base and target once: base checksum (unless known), changes, their
 //                                   hash deltas; compacts (position, coded value) into scratch
-//   size     (a warp per chunk for raw_index32 / delta_varint, a thread per chunk for bitmap / rice)
+//   size     (a warp per chunk for raw_index32 / delta_varint / bitmap, a thread per chunk for rice)
 //            change count, data bytes (and Rice parameters) of each chunk
 //   scan     (3 small launches)     chunk data offsets and the bucket's data length
 //   write    (same split) chunk table entry and data; warps place bytes by warp scans of per-change byte
@@ -224,9 +224,10 @@ SPARSESYNC_KERNEL void __launch_bounds__(P::chunk_threads) chunk_write_kernel(ch
   atomicAdd(reinterpret_cast<unsigned long long*>(p.ctr->payload + c % hash_slots), static_cast<unsigned long long>(digest));
 }
 
-// ---- warp-per-chunk size and write passes for the byte-aligned encoders (raw_index32, delta_varint) ----
+// ---- warp-per-chunk size and write passes for raw_index32, delta_varint and bitmap ----
 // Lanes take consecutive changes; byte offsets come from warp scans of per-change byte counts, so each lane
-// writes its own bytes (no two lanes share a byte), then the warp hashes the chunk (warp_hash_chunk).
+// writes its own bytes (no two lanes share a byte; bitmap bits that share a byte are merged first), then the
+// warp hashes the chunk (warp_hash_chunk).
 
 // Calls f(act, rank, pos, value, prev) on all lanes for each group of 32 consecutive changes of the chunk;
 // `prev` is the position of the change before (or ~0u before the first).
@@ -266,6 +267,43 @@ SPARSESYNC_DEVICE void store_bytes_le(unsigned char* p, std::uint64_t v, unsigne
   for (unsigned i = 0; i < n; ++i) p[i] = static_cast<unsigned char>(v >> (8 * i));
 }
 
+// Zeroes data[0, n) with the warp: 16-byte stores in the aligned middle, byte stores at the ends.
+SPARSESYNC_DEVICE void warp_zero_bytes(unsigned char* data, std::uint64_t n) {
+  const unsigned lane = lane_id();
+  const auto addr = reinterpret_cast<std::uintptr_t>(data);
+  std::uint64_t head = (16 - (addr & 15u)) & 15u;
+  if (head > n) head = n;
+  const std::uint64_t vecs = (n - head) / 16;
+  if (lane < head) data[lane] = 0;
+  uint4* mid = reinterpret_cast<uint4*>(data + head);
+  for (std::uint64_t i = lane; i < vecs; i += 32) mid[i] = make_uint4(0, 0, 0, 0);
+  for (std::uint64_t i = head + 16 * vecs + lane; i < n; i += 32) data[i] = 0;
+}
+
+// Bitmap section, one group of up to 32 sorted positions: lanes whose positions share a byte form a run;
+// a segmented OR (shuffles up) leaves each run's bits in its last lane, which stores the byte. A byte that
+// the previous group already stored (`carry_byte`) starts from its bits, so the later store is a superset.
+SPARSESYNC_DEVICE void warp_set_bits(unsigned char* data, bool act, std::uint32_t pos, std::uint32_t& carry_byte,
+                                     std::uint32_t& carry_bits) {
+  const unsigned lane = lane_id();
+  const std::uint32_t byte = act ? pos >> 3 : ~0u;
+  std::uint32_t bits = act ? 1u << (pos & 7u) : 0u;
+  if (lane == 0 && byte == carry_byte) bits |= carry_bits;
+#pragma unroll
+  for (unsigned o = 1; o < 32; o *= 2) {
+    const std::uint32_t ob = __shfl_up_sync(full_warp, bits, o);
+    const std::uint32_t ok = __shfl_up_sync(full_warp, byte, o);
+    if (lane >= o && ok == byte) bits |= ob;
+  }
+  const std::uint32_t next = __shfl_down_sync(full_warp, byte, 1);
+  const bool last_of_run = act && (lane == 31 || next != byte);
+  __syncwarp();  // the previous group's store to carry_byte comes before this group's
+  if (last_of_run) data[byte] = static_cast<unsigned char>(bits);
+  const unsigned last = 31u - static_cast<unsigned>(__clz(static_cast<int>(__ballot_sync(full_warp, act))));
+  carry_byte = __shfl_sync(full_warp, byte, last);
+  carry_bits = __shfl_sync(full_warp, bits, last);
+}
+
 template <class W, class P>
 SPARSESYNC_KERNEL void __launch_bounds__(P::chunk_threads) warp_size_kernel(chunk_pass_params p) {
   const unsigned lane = lane_id();
@@ -289,7 +327,8 @@ SPARSESYNC_KERNEL void __launch_bounds__(P::chunk_threads) warp_size_kernel(chun
     vbytes = __shfl_sync(full_warp, vbytes, 0);
   }
   if (!ulp) vbytes = std::uint64_t{n} * sizeof(W);
-  if (!varint) gbytes = 4ull * n;
+  if (p.enc == encoder_id::raw_index32) gbytes = 4ull * n;
+  if (p.enc == encoder_id::bitmap) gbytes = (std::uint64_t{chunk_numel(p.numel, p.log2_chunk, static_cast<std::uint32_t>(c))} + 7) / 8;
   if (lane == 0) {
     p.plans[c] = chunk_plan{n, 0, 0, static_cast<std::uint32_t>(gbytes)};
     p.chunk_bytes[c] = n ? gbytes + vbytes : 0;
@@ -312,16 +351,24 @@ SPARSESYNC_KERNEL void __launch_bounds__(P::chunk_threads) warp_write_kernel(chu
   if (plan.changes) {
     const auto src = chunk_source<W>(p, static_cast<std::uint32_t>(c));
     const bool varint = p.enc == encoder_id::delta_varint;
+    const bool bitmap = p.enc == encoder_id::bitmap;
     const bool ulp = p.mode == value_mode::ulp;
+    if (bitmap) {
+      warp_zero_bytes(data, plan.values_at);
+      __syncwarp();  // the zeros land before any lane sets a bit
+    }
+    std::uint32_t carry_byte = ~0u, carry_bits = 0;  // bitmap: the last byte stored and its bits so far
     std::uint64_t gat = 0, vat = plan.values_at;  // running byte offsets of the two sections
     warp_for_each<W>(src, [&](bool act, std::uint32_t rank, std::uint32_t pos, W v, std::uint32_t prev) {
-      if (varint) {
+      if (bitmap) {
+        warp_set_bits(data, act, pos, carry_byte, carry_bits);
+      } else if (varint) {
         const std::uint32_t gap = pos - prev - 1;
         const std::uint64_t len = act ? varint_bytes(gap) : 0;
         const std::uint64_t incl = warp_inclusive_sum(len);
         if (act) store_varint(data + gat + incl - len, gap);
         gat += __shfl_sync(full_warp, incl, 31);
-      } else if (act) {
+      } else if (act) {  // raw_index32
         store_bytes_le(data + 4ull * rank, pos, 4);
       }
       if (ulp) {
@@ -480,8 +527,8 @@ inline bool valid_config(const device_bucket& b, const encode_config& cfg) {
   return chunks <= 0xFFFFFFFFull;
 }
 
-// raw_index32 and delta_varint are written a warp per chunk; bitmap and rice a thread per chunk.
-inline bool warp_encoder(encoder_id e) { return e == encoder_id::raw_index32 || e == encoder_id::delta_varint; }
+// raw_index32, delta_varint and bitmap are written a warp per chunk; rice (a sequential bit code) a thread per chunk.
+inline bool warp_encoder(encoder_id e) { return e != encoder_id::rice; }
 
 struct sum_loader {
   const std::uint64_t* v;

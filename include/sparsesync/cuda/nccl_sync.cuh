@@ -25,7 +25,7 @@ struct nccl_publish_stats {
   std::uint64_t changed = 0;
   std::uint64_t payload_bytes = 0;  // bucket frames + header, sent once on the channel
   std::uint64_t target_checksum = 0;
-  double encode_ms = 0;             // host-observed encode time (the broadcasts overlap it)
+  double encode_ms = 0;             // from publish() until the last bucket was encoded (broadcasts overlap it)
 };
 
 // Trainer side. `channel` is rooted at this rank; `stream` computes; `channel_stream` is the stream the channel
@@ -36,17 +36,25 @@ class nccl_publisher {
                  cudaStream_t stream, cudaStream_t channel_stream, double expected_density = 0.02)
       : layout_(layout), plans_(std::move(plans)), channel_(channel), stream_(stream), channel_stream_(channel_stream), header_dev_(stream) {
     if (!channel.is_root()) throw error(errc::invalid_argument, "nccl_publisher: the channel must be rooted at this rank");
+    throw_on_cuda_error(cudaStreamCreateWithFlags(&aux_, cudaStreamNonBlocking), "cudaStreamCreate");
+    throw_on_cuda_error(cudaEventCreateWithFlags(&start_, cudaEventDisableTiming), "cudaEventCreate");
     for (std::size_t i = 0; i < plans_.size(); ++i) {
       cfg.bucket_index = static_cast<std::uint32_t>(i);
       cfg.max_changes = static_cast<std::uint64_t>(static_cast<double>(plans_[i].numel()) * expected_density) + 65536;
-      encoders_.push_back(std::make_unique<encode_plan>(layout, plans_[i], cfg, stream));
+      encoders_.push_back(std::make_unique<encode_plan>(layout, plans_[i], cfg, i % 2 ? aux_ : stream));
     }
     header_dev_.reserve(patch_header_bytes);
     throw_on_cuda_error(cudaMallocHost(&header_host_, patch_header_bytes), "cudaMallocHost");
   }
   nccl_publisher(const nccl_publisher&) = delete;
   nccl_publisher& operator=(const nccl_publisher&) = delete;
-  ~nccl_publisher() { cudaFreeHost(header_host_); }
+  ~nccl_publisher() {
+    cudaFreeHost(header_host_);
+    encoders_.clear();  // their buffers are freed on aux_ before it goes
+    cudaStreamSynchronize(aux_);
+    cudaEventDestroy(start_);
+    cudaStreamDestroy(aux_);
+  }
 
   // Sends the change from `d_snapshot` (what the workers hold) to `d_weights` as `version`. Device arrays of
   // tensor pointers in layout order. Afterwards call update_snapshot() before the next publish().
@@ -59,13 +67,24 @@ class nccl_publisher {
     h.base_version = version_;
     h.target_version = version;
     h.numel = layout_.numel();
+    // Bucket i + 1 is enqueued before the host waits for bucket i, and consecutive buckets alternate between
+    // `stream` and a second stream: the GPU never idles while the host reads a frame's size, and one bucket's
+    // short closing kernels (sizes, scans, writes) run beside the next bucket's pass over the weights.
+    // Whatever the caller ordered before `stream` (the weights' last write) is ordered before both.
+    throw_on_cuda_error(cudaEventRecord(start_, stream_), "cudaEventRecord");
+    throw_on_cuda_error(cudaStreamWaitEvent(aux_, start_, 0), "cudaStreamWaitEvent");
+    const auto enqueue = [&](std::size_t i) {
+      // After the first version the snapshot's bucket checksums are known: only changed elements are hashed.
+      encoders_[i]->set_known_base(known_ ? std::optional<std::uint64_t>(bucket_targets_[i]) : std::nullopt);
+      encoders_[i]->encode_async(d_snapshot, d_weights);
+    };
+    const auto t0 = std::chrono::steady_clock::now();
+    if (!encoders_.empty()) enqueue(0);
     for (std::size_t i = 0; i < encoders_.size(); ++i) {
       auto& enc = *encoders_[i];
-      // After the first version the snapshot's bucket checksums are known: only changed elements are hashed.
-      enc.set_known_base(known_ ? std::optional<std::uint64_t>(bucket_targets_[i]) : std::nullopt);
-      const auto t0 = std::chrono::steady_clock::now();
-      const auto r = enc.encode(d_snapshot, d_weights);  // one host sync; the frame is complete afterwards
-      st.encode_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      if (i + 1 < encoders_.size()) enqueue(i + 1);
+      const auto r = enc.wait();  // the frame is complete afterwards
+      if (i + 1 == encoders_.size()) st.encode_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
       if (bucket_targets_.size() < encoders_.size()) bucket_targets_.resize(encoders_.size());
       bucket_targets_[i] = r.target_checksum;
       h.base_checksum += r.base_checksum;
@@ -110,6 +129,8 @@ class nccl_publisher {
   std::vector<bucket_plan> plans_;
   nccl_broadcast_channel& channel_;
   cudaStream_t stream_, channel_stream_;
+  cudaStream_t aux_{};     // odd buckets are encoded here
+  cudaEvent_t start_{};
   std::vector<std::unique_ptr<encode_plan>> encoders_;
   std::unique_ptr<apply_plan> snapshot_applier_;
   std::vector<std::uint64_t> bucket_targets_;

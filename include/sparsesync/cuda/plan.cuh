@@ -3,8 +3,8 @@
 // and only when a larger size is needed). Plans throw sparsesync::cuda::cuda_error on CUDA failures and
 // report payload problems as sparsesync::status, like the host reader.
 //
-// Host synchronization: encode_plan::wait() and apply_plan::result() each do one stream synchronization
-// (to read the 64-byte result); apply_plan::verify/commit/apply read a frame's 8-byte change count first (one
+// Host synchronization: encode_plan::wait() waits for its own encode (an event: encodes enqueued behind it
+// keep running) and apply_plan::result() does one stream synchronization, each to read a 64-byte result; apply_plan::verify/commit/apply read a frame's 8-byte change count first (one
 // synchronization per bucket) to size the staging list; everything else only enqueues work on the plan's
 // stream. The low-level functions (encode.cuh, apply.cuh) never synchronize.
 #pragma once
@@ -139,9 +139,14 @@ class encode_plan {
     throw_on_cuda_error(cudaStreamSynchronize(stream), "upload segments");
     bucket_ = {bucket.dtype, static_cast<const device_segment*>(segs_.data()), static_cast<std::uint32_t>(segs.size()), bucket.numel()};
     result_dev_.reserve(sizeof(encode_result));
+    throw_on_cuda_error(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming), "cudaEventCreate");
     if (cfg_.max_changes == 0) cfg_.max_changes = std::max<std::uint64_t>(bucket_.numel / 32, 4096);
     reserve(cfg_.max_changes, output_bytes);
   }
+
+  encode_plan(const encode_plan&) = delete;
+  encode_plan& operator=(const encode_plan&) = delete;
+  ~encode_plan() { cudaEventDestroy(done_); }
 
   // Scratch for `max_changes` changes and an output of `out_bytes` (0: the worst case for that many changes).
   void reserve(std::uint64_t max_changes, std::uint64_t out_bytes = 0) {
@@ -162,7 +167,9 @@ class encode_plan {
   }
   void set_bucket_index(std::uint32_t index) { cfg_.bucket_index = index; }
 
-  // Enqueues one encode (device arrays of tensor pointers, layout order); returns at once.
+  // Enqueues one encode (device arrays of tensor pointers, layout order); returns at once. Encodes of other
+  // plans may be enqueued behind it on the same stream before this one's wait(): the GPU then never idles
+  // between buckets while the host reads a result.
   void encode_async(const void* const* d_base, const void* const* d_target) {
     base_ = d_base;
     target_ = d_target;
@@ -170,15 +177,15 @@ class encode_plan {
     throw_on_cuda_error(encode_bucket(temp_.data(), bytes, bucket_, d_base, d_target, static_cast<unsigned char*>(out_.data()),
                                       out_.size(), static_cast<encode_result*>(result_dev_.data()), cfg_, stream_),
                         "encode_bucket");
-    throw_on_cuda_error(cudaMemcpyAsync(result_.get(), result_dev_.data(), sizeof(encode_result), cudaMemcpyDeviceToHost, stream_),
-                        "read result");
+    read_result_async();
   }
 
-  // Waits for the encode (one stream synchronization) and returns its result. If the scratch was too small
+  // Waits for the encode (one event synchronization: work enqueued after it is not waited for) and returns
+  // its result. If the scratch was too small
   // it grows and encodes again (reading the weights again); if only the output was too small it grows the
   // output and rewrites the frame from scratch (no second read of the weights).
   encode_result wait() {
-    throw_on_cuda_error(cudaStreamSynchronize(stream_), "encode");
+    throw_on_cuda_error(cudaEventSynchronize(done_), "encode");
     encode_result r = *result_.get();
     if (r.status == static_cast<std::int32_t>(encode_status::scratch_too_small)) {
       reserve(r.entries_needed + r.entries_needed / 4 + 4096, 0);
@@ -190,8 +197,7 @@ class encode_plan {
       throw_on_cuda_error(encode_bucket_write(temp_.data(), temp_bytes_, bucket_, static_cast<unsigned char*>(out_.data()), out_.size(),
                                               static_cast<encode_result*>(result_dev_.data()), cfg_, stream_),
                           "encode_bucket_write");
-      throw_on_cuda_error(cudaMemcpyAsync(result_.get(), result_dev_.data(), sizeof(encode_result), cudaMemcpyDeviceToHost, stream_),
-                          "read result");
+      read_result_async();
       return wait();
     }
     if (r.status != 0) throw cuda_error(cudaErrorUnknown, "encode: internal error (size and write passes disagree)");
@@ -214,8 +220,15 @@ class encode_plan {
   [[nodiscard]] const encode_config& config() const noexcept { return cfg_; }
 
  private:
+  void read_result_async() {
+    throw_on_cuda_error(cudaMemcpyAsync(result_.get(), result_dev_.data(), sizeof(encode_result), cudaMemcpyDeviceToHost, stream_),
+                        "read result");
+    throw_on_cuda_error(cudaEventRecord(done_, stream_), "cudaEventRecord");
+  }
+
   encode_config cfg_;
   cudaStream_t stream_;
+  cudaEvent_t done_{};
   device_buffer segs_, temp_, out_, result_dev_;
   std::size_t temp_bytes_ = 0;
   device_bucket bucket_;

@@ -99,13 +99,26 @@ nccl_bootstrap receive_unique_id(T& t) {
   return b;
 }
 
+// How a communicator may use the GPU. NCCL's own defaults suit dense collectives; sparse versions are a few
+// MB per bucket, and every CTA that an in-flight broadcast holds (often while it waits for a peer) is an SM
+// taken from the encoder or the apply kernels running beside it. A handful of CTAs carries tens of GB/s.
+struct nccl_comm_options {
+  int max_ctas = 0;  // 0: NCCL's default
+  int min_ctas = 0;  // 0: NCCL's default
+};
+
 // Owns an NCCL communicator. Every rank must construct it concurrently (ncclCommInitRank blocks until all
 // ranks have joined).
 class nccl_communicator {
  public:
-  nccl_communicator(const nccl_bootstrap& b, int cuda_device) : rank_(b.rank), size_(b.nranks) {
+  nccl_communicator(const nccl_bootstrap& b, int cuda_device, const nccl_comm_options& opt = {}) : rank_(b.rank), size_(b.nranks) {
     detail::check_cuda(cudaSetDevice(cuda_device), "cudaSetDevice");
-    detail::check_nccl(ncclCommInitRank(&comm_, b.nranks, b.id, b.rank), "ncclCommInitRank");
+    if (opt.max_ctas < 0 || opt.min_ctas < 0 || (opt.max_ctas && opt.min_ctas > opt.max_ctas))
+      throw transport_error(transport_errc::invalid_argument, "nccl_communicator: CTA limits must be >= 0 and min_ctas <= max_ctas");
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    if (opt.max_ctas) config.maxCTAs = opt.max_ctas;
+    if (opt.min_ctas) config.minCTAs = opt.min_ctas;
+    detail::check_nccl(ncclCommInitRankConfig(&comm_, b.nranks, b.id, b.rank, &config), "ncclCommInitRankConfig");
   }
   nccl_communicator(nccl_communicator&& o) noexcept
       : comm_(std::exchange(o.comm_, nullptr)), rank_(o.rank_), size_(o.size_) {}
