@@ -394,6 +394,7 @@ SPARSESYNC_KERNEL void __launch_bounds__(decode_threads) apply_rice_kernel(apply
 // Passes 2 and 3, a block per chunk over its staged changes, thread j on change j: consecutive threads touch
 // neighbouring elements. Verify: old values, no-op check, checksum deltas, and the new bit patterns replace
 // the coded values in the staging list. Commit: those new bit patterns are written in place (a pure scatter).
+// A chunk inside one segment (the usual case) resolves its address once instead of searching per change.
 template <class W, bool Commit>
 SPARSESYNC_DEVICE void process_chunks(const apply_params& p, const bucket_info& I) {
   const auto mode = static_cast<value_mode>(I.mode);
@@ -404,14 +405,16 @@ SPARSESYNC_DEVICE void process_chunks(const apply_params& p, const bucket_info& 
     const std::uint32_t n = ld32(table + chunk_entry_bytes * c);
     const std::uint32_t numel_c = chunk_len(I.N, I.log2_chunk, c);
     const std::uint64_t at = p.change_off[c];
-    if (n > numel_c || at > p.stage_cap || n > p.stage_cap - at) continue;  // refused by the decode pass
+    if (n == 0 || n > numel_c || at > p.stage_cap || n > p.stage_cap - at) continue;  // (refused by the decode pass)
     const std::uint64_t chunk_first = c << I.log2_chunk;
-    const std::uint32_t s0 = n ? find_segment(p.segs, 0, S, chunk_first) : 0;
+    const std::uint32_t s0 = find_segment(p.segs, 0, S, chunk_first);
+    const resolved_segment& seg0 = p.segs[s0];
+    const bool one_segment = chunk_first + numel_c <= seg0.bucket_first + seg0.count;
     for (std::uint32_t j = threadIdx.x; j < n; j += blockDim.x) {
       const std::uint32_t pos = p.stage_pos[at + j];
       if (pos >= numel_c) continue;  // (never index past the chunk)
       const std::uint64_t ge = chunk_first + pos;
-      const resolved_segment& sg = p.segs[find_segment(p.segs, s0, S, ge)];
+      const resolved_segment& sg = one_segment ? seg0 : p.segs[find_segment(p.segs, s0, S, ge)];
       const std::uint64_t rel = ge - sg.bucket_first;
       W* ptr = const_cast<W*>(static_cast<const W*>(sg.a)) + rel;
       if constexpr (Commit) {
