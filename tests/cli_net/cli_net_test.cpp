@@ -1,10 +1,12 @@
 // `sparsesync serve` and `sparsesync pull` as separate processes on 127.0.0.1: a watched directory that
 // receives generated checkpoints (written under a temporary name and renamed), pulls that must produce the
 // newest file byte for byte, catch-up by patches, --follow with its JSON lines, refusals of wrong keys, an
-// edited OUT, and a change of layout. Every wait is bounded.
+// edited OUT, and a change of layout; mutual TLS (with and without the key) and refusals of certificates.
+// Every wait is bounded.
 #include "temp_dir.hpp"
 #include "process.hpp"
 #include "safetensors.hpp"
+#include "tls_fixtures.hpp"
 
 #include <sparsesync/gen/adam_bf16.hpp>
 #include <sparsesync/gen/layouts.hpp>
@@ -57,13 +59,14 @@ class trainer {
   ss::gen::adam_bf16_model model_;
 };
 
-// `sparsesync serve` on 127.0.0.1 with an ephemeral port, watching dir/watch.
+// `sparsesync serve` on 127.0.0.1 with an ephemeral port, watching dir/watch (without --key-file if `key` is empty).
 class server {
  public:
   server(const fs::path& dir, const fs::path& key, std::vector<std::string> extra = {}) : dir_(dir) {
     fs::create_directories(dir / "watch");
     std::vector<std::string> argv{SPARSESYNC_CLI_PATH, "serve", "--listen", "127.0.0.1:0", "--port-file", (dir / "port").string(),
-                                  "--watch", (dir / "watch").string(), "--key-file", key.string(), "--poll-ms", "50"};
+                                  "--watch", (dir / "watch").string(), "--poll-ms", "50"};
+    if (!key.empty()) argv.insert(argv.end(), {"--key-file", key.string()});
     argv.insert(argv.end(), extra.begin(), extra.end());
     proc_ = std::make_unique<process>(argv, dir / "serve.out", dir / "serve.err");
     REQUIRE_MESSAGE(wait_until([&] { return fs::exists(dir / "port"); }, 20s), "serve did not start: " << proc_->err());
@@ -110,13 +113,34 @@ std::vector<nlohmann::json> json_lines(const std::string& out) {
   return lines;
 }
 
+// `sparsesync pull` of s's newest version into `out` (without --key-file if `key` is empty).
 run_result pull(const temp_dir& t, const server& s, const fs::path& out, const fs::path& key, std::vector<std::string> extra = {}) {
-  std::vector<std::string> argv{SPARSESYNC_CLI_PATH, "pull", s.address(), "-o", out.string(), "--key-file", key.string(), "--timeout", "60"};
+  std::vector<std::string> argv{SPARSESYNC_CLI_PATH, "pull", s.address(), "-o", out.string(), "--timeout", "60"};
+  if (!key.empty()) argv.insert(argv.end(), {"--key-file", key.string()});
   argv.insert(argv.end(), extra.begin(), extra.end());
   return run(argv, t.path, 90s);
 }
 
 bool same_file(const fs::path& a, const fs::path& b) { return fs::exists(a) && fs::exists(b) && slurp(a) == slurp(b); }
+
+// The transport tests' throwaway PKI (tls_fixtures.hpp) under dir: a CA with server and client certificates,
+// and a rogue CA with a client certificate of its own.
+struct test_pki {
+  fs::path dir;
+  explicit test_pki(fs::path d) : dir(std::move(d)) {
+    fs::create_directories(dir);
+    sparsesync_test::make_test_pki(dir);
+  }
+  // --tls-ca, --tls-cert, --tls-key for `who` ("server", "client", "rogue-client"), trusting `ca`.
+  [[nodiscard]] std::vector<std::string> args(const std::string& who, const std::string& ca = "ca.pem") const {
+    return {"--tls-ca", (dir / ca).string(), "--tls-cert", (dir / (who + ".pem")).string(), "--tls-key", (dir / (who + ".key")).string()};
+  }
+};
+
+std::vector<std::string> operator+(std::vector<std::string> a, const std::vector<std::string>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
 
 }  // namespace
 
@@ -272,4 +296,97 @@ TEST_CASE("pull --follow: one JSON line per version, through a change of layout,
   CHECK(lines[2]["full"] == false);
   CHECK(lines[3]["full"] == true);
   CHECK(lines[1]["payload_bytes"].get<std::uint64_t>() < lines[0]["payload_bytes"].get<std::uint64_t>() / 5);
+}
+
+TEST_CASE("pull over mutual TLS plus the pre-shared key: OUT byte for byte, then the next version as a patch") {
+  temp_dir t;
+  const auto key = make_key(t / "key");
+  const test_pki pki(t / "pki");
+  server s(t.path, key, pki.args("server"));
+  trainer tr;
+  const auto v1 = tr.drop(s.watch(), "step-1.safetensors");
+  s.wait_published(1);
+  CHECK(s.log().find(", mutual TLS)") != std::string::npos);
+
+  const auto out = t / "out.safetensors";
+  auto r = pull(t, s, out, key, pki.args("client"));
+  REQUIRE_MESSAGE(r.rc == 0, r.err);
+  CHECK(r.err.find("(TLS)") != std::string::npos);  // pull's "connected to ... (TLS)": the link is encrypted
+  CHECK(same_file(out, v1));
+
+  const auto v2 = tr.drop(s.watch(), "step-2.safetensors");
+  s.wait_published(2);
+  r = pull(t, s, out, key, pki.args("client"));
+  REQUIRE_MESSAGE(r.rc == 0, r.err);
+  const auto lines = json_lines(r.out);
+  REQUIRE(lines.size() == 1);
+  CHECK(lines[0]["full"] == false);
+  CHECK(same_file(out, v2));
+}
+
+TEST_CASE("pull over TLS: a client certificate from another CA, an untrusted server or a wrong server name is refused, OUT untouched") {
+  temp_dir t;
+  const auto key = make_key(t / "key");
+  const test_pki pki(t / "pki");
+  server s(t.path, key, pki.args("server"));
+  trainer tr;
+  tr.drop(s.watch(), "step-1.safetensors");
+  s.wait_published(1);
+  const auto out = t / "out.safetensors";
+  REQUIRE(pull(t, s, out, key, pki.args("client")).rc == 0);
+  const auto v2 = tr.drop(s.watch(), "step-2.safetensors");
+  s.wait_published(2);
+  const auto held = slurp(out);  // version 1: a refused pull must leave it as it is
+  const auto sidecar = slurp(out.string() + ".sparsesync.json");
+
+  auto refused = [&](const std::vector<std::string>& tls, const std::string& why) {
+    const auto r = pull(t, s, out, key, tls);
+    CHECK_MESSAGE(r.rc == 8, why << ": exit " << r.rc << "\n" << r.err);  // 8: authentication failed
+    CHECK_MESSAGE(r.err.find("TLS error") != std::string::npos, why << ": " << r.err);  // not the key's "authentication failed"
+    CHECK(slurp(out) == held);
+    CHECK(slurp(out.string() + ".sparsesync.json") == sidecar);
+  };
+  SUBCASE("the server refuses a client certificate signed by another CA") {
+    refused(pki.args("rogue-client"), "rogue client certificate");
+    CHECK(wait_until([&] { return s.log().find("refused a connection") != std::string::npos; }, 10s));
+    CHECK(s.log().find("certificate") != std::string::npos);
+  }
+  SUBCASE("the client refuses a server certificate its CA did not sign") {
+    refused(pki.args("client", "rogue-ca.pem"), "untrusted server");
+  }
+  SUBCASE("the client refuses a server certificate without the expected name") {
+    refused(pki.args("client") + std::vector<std::string>{"--tls-server-name", "other.example"}, "wrong server name");
+  }
+  SUBCASE("a client without TLS (the right key only) is refused") {
+    // The server's TLS handshake fails on the plaintext hello and it closes the connection: the client only
+    // sees the connection end during the handshake, a network error (7), not an authentication failure (8).
+    const auto r = pull(t, s, out, key);
+    CHECK_MESSAGE((r.rc == 7 || r.rc == 8), "exit " << r.rc << "\n" << r.err);
+    CHECK(slurp(out) == held);
+  }
+  // The server still serves a client with the right certificate: the refusals were about the certificates.
+  const auto r = pull(t, s, out, key, pki.args("client"));
+  REQUIRE_MESSAGE(r.rc == 0, r.err);
+  CHECK(same_file(out, v2));
+}
+
+TEST_CASE("serve and pull with mutual TLS alone (no pre-shared key)") {
+  temp_dir t;
+  const test_pki pki(t / "pki");
+  server s(t.path, {}, pki.args("server"));
+  trainer tr;
+  const auto v1 = tr.drop(s.watch(), "step-1.safetensors");
+  s.wait_published(1);
+  CHECK(s.log().find("(no key, mutual TLS)") != std::string::npos);
+
+  const auto out = t / "out.safetensors";
+  auto r = pull(t, s, out, {}, pki.args("client") + std::vector<std::string>{"--tls-server-name", "localhost"});
+  REQUIRE_MESSAGE(r.rc == 0, r.err);
+  CHECK(r.err.find("(TLS)") != std::string::npos);
+  CHECK(same_file(out, v1));
+
+  fs::create_directories(t / "rogue");
+  r = pull(t, s, t / "rogue" / "out.safetensors", {}, pki.args("rogue-client"));
+  CHECK_MESSAGE(r.rc == 8, r.err);
+  CHECK(entries(t / "rogue").empty());  // no OUT, no sidecar, no temporary file
 }

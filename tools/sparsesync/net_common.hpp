@@ -46,7 +46,8 @@ inline constexpr const char* net_exit_code_help =
     "  3  the server sent data that failed verification (nothing written)\n"
     "  6  internal error\n"
     "  7  network error: cannot connect, connection lost or timed out, server refused\n"
-    "  8  authentication failed: wrong key, key or TLS on one side only, bad certificate, unusable key file\n"
+    "  8  authentication failed: wrong key, key or TLS on one side only (a client without TLS facing a TLS\n"
+    "     server sees only a closed connection: 7), bad certificate, unusable key file\n"
     "  130, 143  interrupted by SIGINT, SIGTERM before the work was done (OUT untouched or a complete version)\n";
 
 // ---- HOST:PORT ----
