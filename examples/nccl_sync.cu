@@ -60,7 +60,7 @@ int main(int argc, char** argv) try {
     check(cudaStreamCreateWithFlags(&comm_stream, cudaStreamNonBlocking));
     ss::nccl_bootstrap b = boot;
     b.rank = rank;
-    ss::nccl_communicator comm(b, rank);
+    ss::nccl_communicator comm(b, rank, ss::nccl_comm_options{4, 0});  // small frames: few CTAs, SMs left to the codec
     ss::nccl_broadcast_channel channel(comm.get(), 0, comm_stream);
     std::uint16_t* w = nullptr;  // the weights (trainer) or the worker's copy
     std::uint16_t* snapshot = nullptr;

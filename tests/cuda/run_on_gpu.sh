@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Runs the GPU tests the way their committed record (tests/cuda/last_gpu_run.log) was made: the full suite,
+# then compute-sanitizer memcheck over every case but the two largest, then racecheck over the encode
+# boundary case and the encode -> apply round trip. Writes the log to LOG (default: stdout); exits non-zero
+# if any step fails.
+#
+#   tests/cuda/run_on_gpu.sh BIN_DIR_WITH_gpu_codec_tests [LOG] [MACHINE_DESCRIPTION]
+#   env: SPARSESYNC_DATA_DIR (the real update stream, ../shared/data/rl-gpt2-small-lr1e-6 or a copy)
+set -uo pipefail
+bin=${1:?usage: run_on_gpu.sh BIN_DIR [LOG] [MACHINE]}
+log=${2:-/dev/stdout}
+machine=${3:-"(not given)"}
+tests=$bin/gpu_codec_tests
+[[ -x $tests ]] || { echo "run_on_gpu.sh: no $tests" >&2; exit 2; }
+sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+rc=0
+{
+  echo "# GPU test run of tests/cuda (gpu_codec_tests), committed as the record of the last GPU run"
+  echo "# date: $(date -u '+%Y-%m-%d %H:%M UTC'), machine: $machine"
+  echo "# card:"
+  nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,driver_version --format=csv | sed 's/^/#   /'
+  echo "# commands (SPARSESYNC_DATA_DIR pointing at a copy of shared/data/rl-gpt2-small-lr1e-6): tests/cuda/run_on_gpu.sh"
+  echo
+  echo "===== gpu_codec_tests --duration=true ====="
+  "$tests" --duration=true || rc=1
+  echo
+  echo "===== compute-sanitizer --tool memcheck (quick mode, all cases but the 2^31 and real-stream ones) ====="
+  SPARSESYNC_GPU_TEST_QUICK=1 "$sanitizer" --tool memcheck --error-exitcode 9 "$tests" -tce='*2^31*,*real RL*' || rc=1
+  echo
+  echo "===== compute-sanitizer --tool racecheck (quick mode: boundary-size byte identity, every encode kernel; encode -> apply round trip) ====="
+  SPARSESYNC_GPU_TEST_QUICK=1 "$sanitizer" --tool racecheck --error-exitcode 9 "$tests" -tc='*boundaries*,*round trip*' || rc=1
+  echo
+  echo "# result: $([[ $rc == 0 ]] && echo 'all passed, sanitizers clean' || echo FAILED)"
+} > "$log" 2>&1
+exit $rc
