@@ -16,6 +16,7 @@
 #include <stdexcept>
 #include <string>
 #include <utility>
+#include <vector>
 
 SPARSESYNC_NS_BEGIN
 namespace cuda {
@@ -249,6 +250,10 @@ struct gpu_apply_report {
 // Applies bucket frames in device memory to a model in device memory (device array of tensor pointers).
 //   Bucket by bucket:        begin(); apply(f0); apply(f1); ...; result()
 //   Whole patch, atomically: begin(); verify(f0..fn); check_patch(header); commit(f0..fn); result()
+// In the atomic form each verified bucket keeps its own scratch (its parsed tables and decoded changes,
+// 8 bytes per change) until the commit of the same frame, so a commit is only the scatter; the scratch stays
+// allocated for the next patch. A commit that does not match the verify of the same index (another frame
+// pointer or length) re-parses and re-decodes its frame first.
 class apply_plan {
  public:
   explicit apply_plan(const model_layout& layout, const apply_config& cfg = {}, cudaStream_t stream = nullptr)
@@ -257,16 +262,34 @@ class apply_plan {
     begin();
   }
 
-  void begin() { throw_on_cuda_error(reset_apply_state(state(), layout_.view(), stream_), "reset_apply_state"); }
+  void begin() {
+    verified_ = committed_ = 0;
+    throw_on_cuda_error(reset_apply_state(state(), layout_.view(), stream_), "reset_apply_state");
+  }
 
   void verify(const unsigned char* d_frame, std::size_t frame_bytes, void* const* d_model) {
     size_staging(d_frame, frame_bytes);
-    grow(frame_bytes);
-    std::size_t b = temp_.size();
-    throw_on_cuda_error(verify_bucket(temp_.data(), b, layout_.view(), d_model, d_frame, frame_bytes, state(), cfg_, stream_),
+    if (kept_.size() <= verified_) kept_.emplace_back(stream_);
+    kept_bucket& k = kept_[verified_++];
+    std::size_t b = 0;
+    throw_on_cuda_error(verify_bucket(nullptr, b, layout_.view(), nullptr, nullptr, frame_bytes, nullptr, cfg_, stream_), "apply plan");
+    k.temp.reserve(b);
+    k.frame = d_frame;
+    k.bytes = frame_bytes;
+    k.cfg = cfg_;  // the scratch's carving depends on it: the commit must carve alike
+    b = k.temp.size();
+    throw_on_cuda_error(verify_bucket(k.temp.data(), b, layout_.view(), d_model, d_frame, frame_bytes, state(), cfg_, stream_),
                         "verify_bucket");
   }
   void commit(const unsigned char* d_frame, std::size_t frame_bytes, void* const* d_model) {
+    if (committed_ < verified_ && kept_[committed_].frame == d_frame && kept_[committed_].bytes == frame_bytes) {
+      kept_bucket& k = kept_[committed_++];
+      throw_on_cuda_error(commit_bucket(k.temp.data(), k.temp.size(), layout_.view(), d_model, d_frame, frame_bytes, state(), k.cfg, true,
+                                        stream_),
+                          "commit_bucket");
+      return;
+    }
+    committed_ = verified_;  // out of order: from here on every commit re-parses
     size_staging(d_frame, frame_bytes);
     grow(frame_bytes);
     throw_on_cuda_error(commit_bucket(temp_.data(), temp_.size(), layout_.view(), d_model, d_frame, frame_bytes, state(), cfg_, false, stream_),
@@ -274,7 +297,11 @@ class apply_plan {
   }
   // Verifies this bucket and, if nothing has failed so far, writes it (reusing the verify pass's staging).
   void apply(const unsigned char* d_frame, std::size_t frame_bytes, void* const* d_model) {
-    verify(d_frame, frame_bytes, d_model);
+    size_staging(d_frame, frame_bytes);
+    grow(frame_bytes);
+    std::size_t b = temp_.size();
+    throw_on_cuda_error(verify_bucket(temp_.data(), b, layout_.view(), d_model, d_frame, frame_bytes, state(), cfg_, stream_),
+                        "verify_bucket");
     throw_on_cuda_error(commit_bucket(temp_.data(), temp_.size(), layout_.view(), d_model, d_frame, frame_bytes, state(), cfg_, true, stream_),
                         "commit_bucket");
   }
@@ -302,9 +329,21 @@ class apply_plan {
 
   [[nodiscard]] apply_state* state() const noexcept { return static_cast<apply_state*>(state_.data()); }
   [[nodiscard]] const device_layout& layout() const noexcept { return layout_.view(); }
-  [[nodiscard]] std::size_t scratch_bytes() const noexcept { return temp_.size(); }
+  [[nodiscard]] std::size_t scratch_bytes() const noexcept {
+    std::size_t b = temp_.size();
+    for (const auto& k : kept_) b += k.temp.size();
+    return b;
+  }
 
  private:
+  struct kept_bucket {
+    explicit kept_bucket(cudaStream_t s) : temp(s) {}
+    device_buffer temp;
+    const unsigned char* frame = nullptr;
+    std::size_t bytes = 0;
+    apply_config cfg;
+  };
+
   // Decoded changes are staged between verify and commit: reads the frame's change and chunk counts (header
   // bytes 24..35, one stream synchronization) and keeps room for them. The counts are untrusted: they are
   // capped by what the frame could hold (one bit per change, 8 bytes per chunk entry) and by the layout; the
@@ -331,6 +370,8 @@ class apply_plan {
   cudaStream_t stream_;
   device_layout_storage layout_;
   device_buffer temp_, state_;
+  std::vector<kept_bucket> kept_;  // per verified bucket of the current patch, reused by the next
+  std::size_t verified_ = 0, committed_ = 0;
   std::uint64_t known_ = 0;
 };
 
