@@ -36,18 +36,21 @@ SPARSESYNC_DEVICE std::uint64_t load_bytes_le(const unsigned char* p, unsigned n
 }
 
 // XXH64(seed, entry || data[0, n)): lanes 0..3 run the four stripe accumulators, then every lane finishes
-// the (< 32 byte) tail; the result is in every lane.
+// the (< 32 byte) tail; the result is in every lane. The stripes are read 8 at a time by the whole warp (lane i
+// loads word i of the 256 bytes, all loads in flight together) and handed to the accumulators by shuffles:
+// an accumulator lane loading its own words would wait for one load per stripe.
 SPARSESYNC_DEVICE std::uint64_t warp_hash_chunk(std::uint64_t seed, std::uint64_t entry, const unsigned char* data, std::uint64_t n) {
   const unsigned lane = lane_id();
   const std::uint64_t total = 8 + n;
   const std::uint64_t stripes = total / 32;
   xxh64_state h(seed);
-  std::uint64_t v = h.lane_init(lane & 3u);
-  if (lane < 4) {
-    for (std::uint64_t s = 0; s < stripes; ++s) {
-      const std::uint64_t k = 4 * s + lane;  // word of the stream entry || data
-      v = xxh64_round(v, k == 0 ? entry : load_bytes_le(data + 8 * (k - 1), 8));
-    }
+  std::uint64_t v = h.lane_init(lane & 3u);  // lanes 4..31 shadow lanes 0..3 (same inputs, unused results)
+  for (std::uint64_t s0 = 0; s0 < stripes; s0 += 8) {
+    const std::uint64_t k = 4 * s0 + lane;  // word of the stream entry || data that this lane loads
+    std::uint64_t w = 0;
+    if (k < 4 * stripes) w = k == 0 ? entry : load_bytes_le(data + 8 * (k - 1), 8);
+    const std::uint64_t steps = stripes - s0 < 8 ? stripes - s0 : 8;
+    for (unsigned j = 0; j < steps; ++j) v = xxh64_round(v, __shfl_sync(full_warp, w, 4 * j + (lane & 3u)));
   }
   const std::uint64_t v1 = __shfl_sync(full_warp, v, 0), v2 = __shfl_sync(full_warp, v, 1);
   const std::uint64_t v3 = __shfl_sync(full_warp, v, 2), v4 = __shfl_sync(full_warp, v, 3);
