@@ -2,6 +2,7 @@
 #pragma once
 
 #include <sparsesync/core/config.hpp>
+#include <sparsesync/core/little_endian.hpp>
 
 #include <bit>
 #include <cstdint>
@@ -73,6 +74,12 @@ class bit_reader {
   // Counts leading one bits up to `limit`. Below the limit the terminating zero is consumed too; at the
   // limit (the escape of the Rice codes) no terminator follows.
   unsigned get_unary(unsigned limit) {
+    refill();
+    // Most runs are short and buffered with their terminating zero: one step, no loop.
+    if (const auto ones = static_cast<unsigned>(std::countr_one(acc_)); ones < limit && ones < fill_) {
+      consume(ones + 1);
+      return ones;
+    }
     unsigned q = 0;
     for (;;) {
       refill();
@@ -95,6 +102,17 @@ class bit_reader {
     }
   }
 
+  // A Rice code of parameter k that is not an escape (fewer than `limit` ones) and lies wholly in the buffer,
+  // read in one step; false (nothing consumed) otherwise, for the general path to handle.
+  bool try_get_rice(unsigned k, unsigned limit, std::uint64_t& v) {
+    refill();
+    const auto q = static_cast<unsigned>(std::countr_one(acc_));
+    if (q >= limit || q + 1 + k > fill_) return false;
+    v = (std::uint64_t{q} << k) | ((acc_ >> (q + 1)) & ((std::uint64_t{1} << k) - 1));
+    consume(q + 1 + k);
+    return true;
+  }
+
   [[nodiscard]] bool failed() const { return failed_; }
   // True when every remaining bit is zero padding inside the final byte.
   [[nodiscard]] bool at_padded_end() {
@@ -108,6 +126,16 @@ class bit_reader {
     fill_ -= n;
   }
   void refill() {
+    if (fill_ > 56) return;
+    if (end_ - p_ >= 8) {
+      // One 8-byte load instead of a loop: take the whole bytes that fit (as the loop below would). Bits of
+      // the next byte may land above fill_; they are that byte's own bits, so loading it again ORs the same.
+      acc_ |= load_le<std::uint64_t>(p_) << fill_;
+      const unsigned take = (64 - fill_) / 8;
+      p_ += take;
+      fill_ += 8 * take;
+      return;
+    }
     while (fill_ <= 56 && p_ != end_) {
       acc_ |= static_cast<std::uint64_t>(*p_++) << fill_;
       fill_ += 8;

@@ -25,6 +25,13 @@ struct bitmap {
     detail::put_values<W>(out, in.mode, in.values);
   }
 
+  // Bytes encode() appends, without encoding (best_of compares encoders with it).
+  template <element_word W>
+  static std::size_t encoded_size(const chunk_changes<W>& in) {
+    if (in.positions.empty()) return 0;
+    return mask_bytes(in.numel) + detail::values_bytes<W>(in.mode, in.values);
+  }
+
   template <element_word W>
   static status decode(std::span<const unsigned char> data, const chunk_context<W>& ctx, std::vector<std::uint32_t>& positions,
                        std::vector<W>& values) {

@@ -20,6 +20,12 @@ struct raw_index32 {
     detail::put_values<W>(out, in.mode, in.values);
   }
 
+  // Bytes encode() appends, without encoding (best_of compares encoders with it).
+  template <element_word W>
+  static std::size_t encoded_size(const chunk_changes<W>& in) {
+    return 4 * in.positions.size() + detail::values_bytes<W>(in.mode, in.values);
+  }
+
   template <element_word W>
   static status decode(std::span<const unsigned char> data, const chunk_context<W>& ctx, std::vector<std::uint32_t>& positions,
                        std::vector<W>& values) {

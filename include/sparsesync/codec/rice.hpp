@@ -7,7 +7,9 @@
 #include <sparsesync/codec/encoder.hpp>
 #include <sparsesync/core/little_endian.hpp>
 
+#include <algorithm>
 #include <array>
+#include <bit>
 #include <limits>
 #include <string>
 
@@ -37,6 +39,7 @@ inline void rice_put(bit_writer& w, std::uint64_t v, unsigned k, unsigned raw_bi
 
 // Returns false on truncation or a non-canonical escape.
 inline bool rice_get(bit_reader& r, unsigned k, unsigned raw_bits, std::uint64_t& v) {
+  if (r.try_get_rice(k, rice_escape, v)) return true;
   const unsigned q = r.get_unary(rice_escape);
   if (q < rice_escape) {
     v = (std::uint64_t{q} << k) | r.get(k);
@@ -62,6 +65,112 @@ unsigned best_rice_parameter(const Values& values, unsigned max_k, unsigned raw_
   return best_k;
 }
 
+// Exact Rice costs for every parameter k of a set of values from one counting pass, instead of one pass
+// per k. For k where v is not an escape (v >> k < 16), v >> k depends only on v's bit width and its top
+// four bits; below 16, v is counted as itself.
+class rice_cost_histogram {
+ public:
+  void add(std::uint64_t v) {
+    // Without a branch (gaps fall on both sides of 16 unpredictably): both slots are computed, one counted.
+    // Small values alternate between two copies, so that runs of equal values do not wait on one counter.
+    const std::uint64_t w = v < 16 ? 16 : v;
+    const auto b = static_cast<unsigned>(std::bit_width(w));
+    const std::size_t wide = wide_at + 8 * std::size_t{b} + static_cast<std::size_t>((w >> (b - 4)) - 8);
+    lane_ ^= 16;
+    ++counts_[v < 16 ? lane_ + static_cast<std::size_t>(v) : wide];
+  }
+
+  // Total cost of the values with parameter k (as the sum of rice_cost); after best() has counted widths.
+  [[nodiscard]] std::uint64_t cost(unsigned k, unsigned raw_bits) const {
+    std::uint64_t c = 0;
+    for (unsigned v = 0; v < 16; ++v) c += std::uint64_t{counts_[v] + counts_[16 + v]} * ((v >> k) + 1 + k);
+    for (unsigned b = 5; b <= max_width_; ++b) {
+      const std::uint64_t n = width_count_[b];
+      if (n == 0) continue;
+      if (b >= k + 5) {
+        c += n * (rice_escape + raw_bits);  // v >> k has at least five bits
+      } else if (b <= k) {
+        c += n * (1 + k);  // v >> k == 0
+      } else {
+        for (unsigned t = 0; t < 8; ++t) c += std::uint64_t{counts_[wide_at + 8 * b + t]} * (((t + 8) >> (4 - (b - k))) + 1 + k);
+      }
+    }
+    return c;
+  }
+
+  // The k in [0, max_k] with the smallest cost, the smallest on ties (as best_rice_parameter); `cost_out`
+  // gets its cost.
+  unsigned best(unsigned max_k, unsigned raw_bits, std::uint64_t& cost_out) {
+    for (unsigned b = 5; b < widths; ++b) {
+      std::uint64_t n = 0;
+      for (unsigned t = 0; t < 8; ++t) n += counts_[wide_at + 8 * b + t];
+      width_count_[b] = n;
+      if (n) max_width_ = b;
+    }
+    // From k = max(widest, 4) on every value codes as q = 0, so the cost grows with k: no later k can win.
+    const unsigned last_k = std::min(max_k, std::max(max_width_, 4u));
+    unsigned best_k = 0;
+    cost_out = std::numeric_limits<std::uint64_t>::max();
+    for (unsigned k = 0; k <= last_k; ++k) {
+      if (const std::uint64_t c = cost(k, raw_bits); c < cost_out) {
+        cost_out = c;
+        best_k = k;
+      }
+    }
+    return best_k;
+  }
+
+ private:
+  static constexpr unsigned widths = 65;
+  static constexpr std::size_t wide_at = 32;  // counts_: two copies of the 16 small values, then the wide bins
+  unsigned lane_ = 0;
+  unsigned max_width_ = 0;
+  std::array<std::uint32_t, wide_at + 8 * widths> counts_{};
+  std::array<std::uint64_t, widths> width_count_{};
+};
+
+// Appends bits LSB first into a zeroed buffer sized beforehand (rice knows its exact length from the
+// costs), a 32-bit store at a time instead of a capacity check per byte.
+class bit_sink {
+ public:
+  explicit bit_sink(unsigned char* p) : p_(p) {}
+
+  // Appends the low n bits of v (n <= 32; v has no bits above them).
+  void put(std::uint64_t v, unsigned n) {
+    acc_ |= v << fill_;
+    fill_ += n;
+    if (fill_ >= 32) {
+      store_le<std::uint32_t>(p_, static_cast<std::uint32_t>(acc_));
+      p_ += 4;
+      acc_ >>= 32;
+      fill_ -= 32;
+    }
+  }
+  void rice(std::uint64_t v, unsigned k, unsigned raw_bits) {
+    const std::uint64_t q = v >> k;
+    if (q < rice_escape) {
+      put((std::uint64_t{1} << q) - 1, static_cast<unsigned>(q) + 1);  // q ones, then the zero
+      put(v & ((std::uint64_t{1} << k) - 1), k);
+    } else {
+      put((std::uint64_t{1} << rice_escape) - 1, rice_escape);
+      put(v, raw_bits);
+    }
+  }
+  // Writes the last partial bytes (their unused bits zero); returns the byte after them.
+  unsigned char* finish() {
+    for (; fill_ > 0; fill_ = fill_ > 8 ? fill_ - 8 : 0) {
+      *p_++ = static_cast<unsigned char>(acc_);
+      acc_ >>= 8;
+    }
+    return p_;
+  }
+
+ private:
+  unsigned char* p_;
+  std::uint64_t acc_ = 0;
+  unsigned fill_ = 0;
+};
+
 }  // namespace detail
 
 struct rice {
@@ -73,34 +182,75 @@ struct rice {
   static constexpr unsigned gap_raw_bits = 32;
   static constexpr unsigned max_gap_k = 24;
 
+  // A chunk's parameters (FORMAT.md: the smallest total length, ties to the smaller k) and its data length.
+  struct chunk_plan {
+    unsigned k_gap = 0, k_val = 0;
+    std::size_t bytes = 0;
+  };
+
+  // What the ulp-mode value stream codes: zigzag(delta) - 1 (zigzag is never 0 for a real change).
+  template <element_word W>
+  static std::uint64_t value_code(W delta) {
+    return std::uint64_t{zigzag(delta)} - 1;
+  }
+
+  template <element_word W>
+  static chunk_plan plan(const chunk_changes<W>& in) {
+    constexpr unsigned value_bits = 8 * sizeof(W);
+    chunk_plan p;
+    if (in.positions.empty()) return p;  // no data at all
+    detail::rice_cost_histogram gaps;
+    std::uint32_t next = 0;
+    for (auto pos : in.positions) {
+      gaps.add(pos - next);
+      next = pos + 1;
+    }
+    std::uint64_t bits = 0, value_cost = 0;
+    p.k_gap = gaps.best(max_gap_k, gap_raw_bits, bits);
+    if (in.mode == value_mode::ulp) {
+      detail::rice_cost_histogram codes;
+      for (W v : in.values) codes.add(value_code(v));
+      p.k_val = codes.best(value_bits - 1, value_bits, value_cost);
+    } else {
+      value_cost = std::uint64_t{value_bits} * in.values.size();
+    }
+    bits += value_cost;
+    p.bytes = 2 + static_cast<std::size_t>((bits + 7) / 8);
+    return p;
+  }
+
   template <element_word W>
   static void encode(const chunk_changes<W>& in, std::vector<unsigned char>& out) {
+    encode(in, out, plan(in));
+  }
+
+  // encode() with the chunk's plan already made (best_of plans once to compare sizes and to encode).
+  template <element_word W>
+  static void encode(const chunk_changes<W>& in, std::vector<unsigned char>& out, const chunk_plan& p) {
     if (in.positions.empty()) return;
     constexpr unsigned value_bits = 8 * sizeof(W);
-    std::vector<std::uint64_t> gaps(in.positions.size());
+    const std::size_t at = out.size();
+    out.resize(at + p.bytes, 0);
+    out[at] = static_cast<unsigned char>(p.k_gap);
+    out[at + 1] = static_cast<unsigned char>(p.k_val);
+    detail::bit_sink w(out.data() + at + 2);
     std::uint32_t next = 0;
-    for (std::size_t i = 0; i < gaps.size(); ++i) {
-      gaps[i] = in.positions[i] - next;
-      next = in.positions[i] + 1;
+    for (auto pos : in.positions) {
+      w.rice(pos - next, p.k_gap, gap_raw_bits);
+      next = pos + 1;
     }
-    const unsigned k_gap = detail::best_rice_parameter(gaps, max_gap_k, gap_raw_bits);
-    std::vector<std::uint64_t> codes;
-    unsigned k_val = 0;
     if (in.mode == value_mode::ulp) {
-      codes.resize(in.values.size());
-      for (std::size_t i = 0; i < codes.size(); ++i) codes[i] = std::uint64_t{zigzag(in.values[i])} - 1;
-      k_val = detail::best_rice_parameter(codes, value_bits - 1, value_bits);
-    }
-    out.push_back(static_cast<unsigned char>(k_gap));
-    out.push_back(static_cast<unsigned char>(k_val));
-    detail::bit_writer w(out);
-    for (auto g : gaps) detail::rice_put(w, g, k_gap, gap_raw_bits);
-    if (in.mode == value_mode::ulp) {
-      for (auto c : codes) detail::rice_put(w, c, k_val, value_bits);
+      for (W v : in.values) w.rice(value_code(v), p.k_val, value_bits);
     } else {
-      for (auto v : in.values) w.put(v, value_bits);
+      for (W v : in.values) w.put(v, value_bits);
     }
-    w.flush();
+    w.finish();
+  }
+
+  // Bytes encode() appends, without encoding (best_of compares encoders with it).
+  template <element_word W>
+  static std::size_t encoded_size(const chunk_changes<W>& in) {
+    return plan(in).bytes;
   }
 
   template <element_word W>

@@ -13,14 +13,42 @@
 SPARSESYNC_NS_BEGIN
 namespace detail {
 
+// Bytes put_values appends.
+template <element_word W>
+std::size_t values_bytes(value_mode mode, std::span<const W> values) {
+  if (mode == value_mode::absolute) return values.size() * sizeof(W);
+  if constexpr (sizeof(W) <= 2) {
+    // Narrow lanes vectorize best; the sum fits them for any chunk of the format (at most 2^24 values).
+    if (values.size() > (std::size_t{1} << 28)) {
+      std::size_t n = 0;
+      for (W v : values) n += varint_bytes(zigzag(v));
+      return n;
+    }
+    std::uint32_t n = 0;
+    for (W v : values) {
+      const W z = zigzag(v);
+      n += 1u + (z >= W(1u << 7)) + (sizeof(W) == 2 && z >= W(1u << 14));
+    }
+    return n;
+  } else {
+    std::size_t n = 0;
+    for (W v : values) n += varint_bytes_below_2_35(zigzag(v));
+    return n;
+  }
+}
+
 template <element_word W>
 void put_values(std::vector<unsigned char>& out, value_mode mode, std::span<const W> values) {
+  const std::size_t at = out.size();
   if (mode == value_mode::absolute) {
-    const std::size_t at = out.size();
     out.resize(at + values.size() * sizeof(W));
     for (std::size_t i = 0; i < values.size(); ++i) store_le<W>(out.data() + at + i * sizeof(W), values[i]);
   } else {
-    for (W v : values) put_varint(out, zigzag(v));
+    // Room for the longest encodings, then trimmed: one resize instead of a capacity check per byte.
+    out.resize(at + values.size() * max_varint_bytes(8 * sizeof(W)));
+    unsigned char* p = out.data() + at;
+    for (W v : values) p = write_varint(p, zigzag(v));
+    out.resize(static_cast<std::size_t>(p - out.data()));
   }
 }
 

@@ -4,6 +4,7 @@
 
 #include <sparsesync/core/config.hpp>
 
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -11,12 +12,30 @@
 SPARSESYNC_NS_BEGIN
 namespace detail {
 
-inline void put_varint(std::vector<unsigned char>& out, std::uint64_t v) {
+// Bytes of v's encoding: lets encoders size their output once (and best_of compare encoders without encoding).
+constexpr unsigned varint_bytes(std::uint64_t v) { return v < 0x80 ? 1u : (static_cast<unsigned>(std::bit_width(v)) + 6) / 7; }
+
+// varint_bytes of a value below 2^35 without branches, so that loops summing it vectorize.
+constexpr unsigned varint_bytes_below_2_35(std::uint64_t v) {
+  return 1u + (v >= (1u << 7)) + (v >= (1u << 14)) + (v >= (1u << 21)) + (v >= (1u << 28));
+}
+
+// Most bytes a value of `bits` bits takes.
+constexpr unsigned max_varint_bytes(unsigned bits) { return (bits + 6) / 7; }
+
+// Writes v's encoding at p, which has room for it; returns the byte after it.
+inline unsigned char* write_varint(unsigned char* p, std::uint64_t v) {
   while (v >= 0x80) {
-    out.push_back(static_cast<unsigned char>(v | 0x80));
+    *p++ = static_cast<unsigned char>(v | 0x80);
     v >>= 7;
   }
-  out.push_back(static_cast<unsigned char>(v));
+  *p++ = static_cast<unsigned char>(v);
+  return p;
+}
+
+inline void put_varint(std::vector<unsigned char>& out, std::uint64_t v) {
+  unsigned char buf[max_varint_bytes(64)];
+  out.insert(out.end(), buf, write_varint(buf, v));
 }
 
 enum class varint_result { ok, truncated, overlong, overflow };

@@ -75,7 +75,10 @@ class staged_patch {
 
   // Writes the staged changes into `model` (which must be the tensors that were `current`).
   void commit(std::span<const tensor_view> model) const {
-    for (const auto& c : changes_) {
+    const std::size_t n = changes_.size();
+    for (std::size_t j = 0; j < n; ++j) {
+      if (j + detail::prefetch_distance < n) detail::prefetch_write(element_ptr(model, changes_[j + detail::prefetch_distance]));
+      const auto& c = changes_[j];
       const auto& v = model[c.tensor];
       switch (size_of(v.dtype)) {
         case 1: static_cast<std::uint8_t*>(v.data)[c.offset] = static_cast<std::uint8_t>(c.bits); break;
@@ -90,6 +93,15 @@ class staged_patch {
     commit(model);
     changes_.clear();
   }
+
+  // Hands over the change list of an earlier staged_patch (from take_storage) to stage into: its capacity is
+  // kept, so that a receiver does not allocate and page in a new list for every version.
+  void reuse_storage(std::vector<staged_change> storage) {
+    if (!changes_.empty()) throw error(errc::invalid_argument, "reuse_storage: changes are already staged");
+    storage.clear();
+    changes_ = std::move(storage);
+  }
+  [[nodiscard]] std::vector<staged_change> take_storage() && { return std::move(changes_); }
 
   [[nodiscard]] bool finished() const { return finished_; }
   [[nodiscard]] std::uint64_t changed() const { return changes_.size(); }
@@ -125,10 +137,13 @@ class staged_patch {
       });
       if (actual_base != h.base_checksum) return {errc::base_mismatch, "the receiver's weights are not the patch's base"};
     }
-    std::uint64_t delta = 0;
     // h.changed is validated (at most the bucket's elements); grow geometrically so buckets stay amortised.
     if (const std::size_t need = changes_.size() + h.changed; changes_.capacity() < need)
       changes_.reserve(std::max(need, 2 * changes_.capacity()));
+    // Decode every chunk first (bits = coded values), then read the model in one pass that prefetches a
+    // fixed distance ahead: the old values are scattered over the bucket, and reading them is most of the work.
+    const std::size_t from = changes_.size();
+    std::vector<std::size_t> chunk_end(h.chunk_count);  // end of each chunk's changes in changes_, for messages
     std::vector<std::uint32_t> positions;
     std::vector<W> values;
     for (std::uint32_t c = 0; c < h.chunk_count; ++c) {
@@ -151,21 +166,18 @@ class staged_patch {
       if (positions.size() != ce.changes || values.size() != ce.changes)
         return {errc::malformed, "chunk " + std::to_string(c) + ": decoder returned the wrong change count"};
       std::size_t i = 0;
-      status bad;
       detail::for_each_run(layout_, b.segments, starts, first, ctx.numel, [&](const detail::bucket_run& r) {
-        const W* cur = base_ptr<W>(r);
         const std::uint64_t run_first = r.bucket_first - first;
-        for (; i < positions.size() && positions[i] < run_first + r.count; ++i) {
-          const std::uint64_t k = positions[i] - run_first;
-          const W old_bits = cur ? cur[k] : W{0};
-          const W new_bits = decode_value<W>(h.mode, old_bits, values[i]);
-          if (new_bits == old_bits && bad.ok())
-            bad = {errc::non_canonical, "chunk " + std::to_string(c) + ": change " + std::to_string(i) + " leaves its element unchanged"};
-          delta += element_hash(r.flat_index + k, new_bits) - element_hash(r.flat_index + k, old_bits);
-          changes_.push_back({r.tensor, new_bits, r.tensor_offset + k});
-        }
+        for (; i < positions.size() && positions[i] < run_first + r.count; ++i)
+          changes_.push_back({r.tensor, values[i], r.tensor_offset + (positions[i] - run_first)});
       });
-      if (!bad) return bad;
+      chunk_end[c] = changes_.size();
+    }
+    std::uint64_t delta = 0;
+    if (const std::size_t bad = resolve<W>(h.mode, from, delta); bad != changes_.size()) {
+      const auto c = static_cast<std::size_t>(std::upper_bound(chunk_end.begin(), chunk_end.end(), bad) - chunk_end.begin());
+      const std::size_t chunk_first = c == 0 ? from : chunk_end[c - 1];
+      return {errc::non_canonical, "chunk " + std::to_string(c) + ": change " + std::to_string(bad - chunk_first) + " leaves its element unchanged"};
     }
     const std::uint64_t base = opt_.known_base_checksum ? h.base_checksum : actual_base;
     if (base + delta != h.target_checksum) return {errc::target_mismatch, "the rebuilt weights differ from the sender's"};
@@ -173,6 +185,38 @@ class staged_patch {
     base_sum_ += h.base_checksum;
     target_sum_ += h.target_checksum;
     return {};
+  }
+
+  // Turns the coded values of changes_[from, end) into new bit patterns against the current model and adds
+  // their checksum deltas to `delta`. Returns the index of the first change that leaves its element as it
+  // was (invalid), or changes_.size().
+  template <element_word W>
+  std::size_t resolve(value_mode mode, std::size_t from, std::uint64_t& delta) {
+    staged_change* c = changes_.data();
+    const std::size_t n = changes_.size();
+    for (std::size_t j = from; j < n; ++j) {
+      if (j + detail::prefetch_distance < n) detail::prefetch_read(current_ptr<W>(c[j + detail::prefetch_distance]));
+      const W* p = current_ptr<W>(c[j]);
+      const W old_bits = p ? *p : W{0};
+      const W new_bits = decode_value<W>(mode, old_bits, static_cast<W>(c[j].bits));
+      if (new_bits == old_bits) return j;
+      const std::uint64_t flat = layout_.first_element(c[j].tensor) + c[j].offset;
+      delta += element_hash(flat, new_bits) - element_hash(flat, old_bits);
+      c[j].bits = new_bits;
+    }
+    return n;
+  }
+
+  static void* element_ptr(std::span<const tensor_view> model, const staged_change& c) {
+    const auto& v = model[c.tensor];
+    return static_cast<unsigned char*>(v.data) + c.offset * size_of(v.dtype);
+  }
+
+  // The current element a staged change replaces; null where the base is the all-zero model.
+  template <element_word W>
+  const W* current_ptr(const staged_change& c) const {
+    const auto& v = current_[c.tensor];
+    return v.data ? detail::word_ptr<W>(v) + c.offset : nullptr;
   }
 
   // The base elements of a run; null where the base is the all-zero model.

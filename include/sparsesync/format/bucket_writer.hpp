@@ -2,10 +2,16 @@
 #pragma once
 
 #include <sparsesync/codec/registry.hpp>
+#include <sparsesync/format/diff_scan.hpp>
 #include <sparsesync/format/model_access.hpp>
 #include <sparsesync/format/wire.hpp>
 
+#include <algorithm>
+#include <array>
 #include <cstring>
+#include <tuple>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 SPARSESYNC_NS_BEGIN
@@ -30,16 +36,20 @@ namespace detail {
 
 // With `known_base` the caller vouches for the bucket's base checksum (a sender that remembers the target
 // checksums of what it sent last): unchanged elements are then only compared, never hashed.
+// With `advance` (writable views of the base's memory) each change's target bits are written into the base
+// right after they are read (see encode_bucket's advance_base).
 template <element_word W>
 bucket_changes<W> collect_changes(const model_layout& layout, const bucket_plan& plan, std::span<const const_tensor_view> base,
                                   std::span<const const_tensor_view> target, const encode_options& opt,
-                                  const std::uint64_t* known_base = nullptr) {
+                                  const std::uint64_t* known_base = nullptr, std::span<const tensor_view> advance = {}) {
   bucket_changes<W> out;
   const auto starts = segment_starts(plan.segments);
   out.numel = plan.numel();
   const std::uint64_t chunk = std::uint64_t{1} << opt.log2_chunk;
   const std::uint64_t chunks = (out.numel + chunk - 1) / chunk;
   out.chunk_first.reserve(chunks + 1);
+  // Run-relative indices of one run's changes (a run lies inside one chunk), before values and hashes.
+  std::vector<std::uint32_t> found(static_cast<std::size_t>(std::min(chunk, out.numel)) + 2);
   std::uint64_t base_sum = 0, delta_sum = 0;
   for (std::uint64_t c = 0; c < chunks; ++c) {
     out.chunk_first.push_back(out.positions.size());
@@ -49,28 +59,25 @@ bucket_changes<W> collect_changes(const model_layout& layout, const bucket_plan&
       const W* b = base[r.tensor].data ? word_ptr<W>(base[r.tensor]) + r.tensor_offset : nullptr;
       const W* t = word_ptr<W>(target[r.tensor]) + r.tensor_offset;
       const auto rel = static_cast<std::uint32_t>(r.bucket_first - first);
+      W* adv = advance.empty() ? nullptr : word_ptr<W>(advance[r.tensor]) + r.tensor_offset;
       if (!known_base) {
         if (b) base_sum += content_checksum(b, r.count, r.flat_index);
         else for (std::uint64_t i = 0; i < r.count; ++i) base_sum += element_hash(r.flat_index + i, W{0});
       }
-      auto record = [&](std::uint64_t i, W old_bits) {
-        out.positions.push_back(rel + static_cast<std::uint32_t>(i));
-        out.values.push_back(code_value<W>(opt.mode, old_bits, t[i]));
-        delta_sum += element_hash(r.flat_index + i, t[i]) - element_hash(r.flat_index + i, old_bits);
-      };
-      std::uint64_t i = 0;
-      if (b) {
-        // At RL densities most 16-byte blocks hold no change: compare them whole, look inside only on a miss.
-        constexpr std::uint64_t per_block = 16 / sizeof(W);
-        for (; i + per_block <= r.count; i += per_block) {
-          if (std::memcmp(b + i, t + i, 16) == 0) continue;
-          for (std::uint64_t j = i; j < i + per_block; ++j)
-            if (b[j] != t[j]) record(j, b[j]);
-        }
-      }
-      for (; i < r.count; ++i) {
+      // Find first, then code: the scan stays free of data-dependent branches and this loop of them.
+      const auto k = static_cast<std::size_t>(find_differences(t, b, r.count, found.data()) - found.data());
+      const std::size_t at = out.positions.size();
+      out.positions.resize(at + k);
+      out.values.resize(at + k);
+      std::uint32_t* pos = out.positions.data() + at;
+      W* val = out.values.data() + at;
+      for (std::size_t j = 0; j < k; ++j) {
+        const std::uint32_t i = found[j];
         const W old_bits = b ? b[i] : W{0};
-        if (old_bits != t[i]) record(i, old_bits);
+        pos[j] = rel + i;
+        val[j] = code_value<W>(opt.mode, old_bits, t[i]);
+        delta_sum += element_hash(r.flat_index + i, t[i]) - element_hash(r.flat_index + i, old_bits);
+        if (adv) adv[i] = t[i];
       }
     });
   }
@@ -97,10 +104,44 @@ std::vector<W> gather_chunk_base(const model_layout& layout, const bucket_plan& 
   return out;
 }
 
-// Appends the framed bucket encoded with E to `out`.
-template <class E, element_word W>
-void serialize_bucket(const model_layout& layout, const bucket_plan& plan, std::uint32_t index, const bucket_changes<W>& ch,
-                      std::span<const const_tensor_view> base, const encode_options& opt, std::vector<unsigned char>& out) {
+// Chunk c's changes as an encoder sees them (without the base).
+template <element_word W>
+chunk_changes<W> chunk_of(const bucket_changes<W>& ch, std::size_t c, const encode_options& opt) {
+  const std::uint64_t chunk = std::uint64_t{1} << opt.log2_chunk;
+  const std::uint64_t first = c * chunk;
+  chunk_changes<W> in;
+  in.numel = static_cast<std::uint32_t>(std::min(chunk, ch.numel - first));
+  in.mode = opt.mode;
+  in.positions = std::span(ch.positions).subspan(ch.chunk_first[c], ch.chunk_first[c + 1] - ch.chunk_first[c]);
+  in.values = std::span(ch.values).subspan(ch.chunk_first[c], ch.chunk_first[c + 1] - ch.chunk_first[c]);
+  return in;
+}
+
+// Whether serializing with selection Sel reads the base (then the base may only change after it).
+template <class Sel>
+struct reads_base : std::bool_constant<Sel::needs_base> {};
+template <class... Es>
+struct reads_base<best_of<Es...>> : std::bool_constant<(Es::needs_base || ...)> {};
+
+// Encoders that can tell their chunk data's length without encoding, and need no base to do so.
+template <class E, class W>
+concept sizes_without_encoding = !E::needs_base && requires(const chunk_changes<W>& in) {
+  { E::template encoded_size<W>(in) } -> std::convertible_to<std::size_t>;
+};
+
+// Encoders that split encoding into a plan, which knows the chunk data's length, and the writing of it:
+// best_of plans each chunk once, both to compare sizes and to encode.
+template <class E, class W>
+concept plans_chunks = sizes_without_encoding<E, W> && requires(const chunk_changes<W>& in, std::vector<unsigned char>& out) {
+  { E::template plan<W>(in).bytes } -> std::convertible_to<std::size_t>;
+  E::template encode<W>(in, out, E::template plan<W>(in));
+};
+
+// Appends the framed bucket encoded with E to `out`; encode_chunk(c, in, out) appends chunk c's data.
+template <class E, element_word W, class EncodeChunk>
+void serialize_bucket_with(const model_layout& layout, const bucket_plan& plan, std::uint32_t index, const bucket_changes<W>& ch,
+                           std::span<const const_tensor_view> base, const encode_options& opt, std::vector<unsigned char>& out,
+                           EncodeChunk&& encode_chunk) {
   static_assert(check_encoder<E>);
   const std::uint64_t chunk = std::uint64_t{1} << opt.log2_chunk;
   const std::size_t chunks = ch.chunk_first.size() - 1;
@@ -121,17 +162,13 @@ void serialize_bucket(const model_layout& layout, const bucket_plan& plan, std::
   for (std::size_t c = 0; c < chunks; ++c) {
     const std::size_t before = out.size();
     const std::uint64_t first = c * chunk;
-    chunk_changes<W> in;
-    in.numel = static_cast<std::uint32_t>(std::min(chunk, ch.numel - first));
-    in.mode = opt.mode;
-    in.positions = std::span(ch.positions).subspan(ch.chunk_first[c], ch.chunk_first[c + 1] - ch.chunk_first[c]);
-    in.values = std::span(ch.values).subspan(ch.chunk_first[c], ch.chunk_first[c + 1] - ch.chunk_first[c]);
+    chunk_changes<W> in = chunk_of(ch, c, opt);
     std::vector<W> chunk_base;
     if constexpr (E::needs_base) {
       chunk_base = gather_chunk_base<W>(layout, plan, starts, base, first, in.numel);
       in.base = chunk_base;
     }
-    E::encode(in, out);
+    encode_chunk(c, in, out);
     unsigned char* entry = out.data() + table_at + chunk_entry_bytes * c;
     store_le<std::uint32_t>(entry, static_cast<std::uint32_t>(in.positions.size()));
     store_le<std::uint32_t>(entry + 4, static_cast<std::uint32_t>(out.size() - before));
@@ -157,6 +194,36 @@ void serialize_bucket(const model_layout& layout, const bucket_plan& plan, std::
   write_bucket_header(out.data() + start, hdr);
 }
 
+// Appends the framed bucket encoded with E to `out`.
+template <class E, element_word W>
+void serialize_bucket(const model_layout& layout, const bucket_plan& plan, std::uint32_t index, const bucket_changes<W>& ch,
+                      std::span<const const_tensor_view> base, const encode_options& opt, std::vector<unsigned char>& out) {
+  serialize_bucket_with<E, W>(layout, plan, index, ch, base, opt, out,
+                              [](std::size_t, const chunk_changes<W>& in, std::vector<unsigned char>& o) { E::encode(in, o); });
+}
+
+// One best_of candidate's chunk sizes: their total, and for encoders that plan, the plans to encode with.
+template <class E, class W>
+struct candidate_sizes {
+  std::uint64_t total = 0;
+  void add(const chunk_changes<W>& in) { total += E::template encoded_size<W>(in); }
+  void encode(std::size_t, const chunk_changes<W>& in, std::vector<unsigned char>& out) const { E::template encode<W>(in, out); }
+};
+
+template <class E, class W>
+  requires plans_chunks<E, W>
+struct candidate_sizes<E, W> {
+  std::uint64_t total = 0;
+  std::vector<decltype(E::template plan<W>(std::declval<const chunk_changes<W>&>()))> plans;
+  void add(const chunk_changes<W>& in) {
+    plans.push_back(E::template plan<W>(in));
+    total += plans.back().bytes;
+  }
+  void encode(std::size_t c, const chunk_changes<W>& in, std::vector<unsigned char>& out) const {
+    E::template encode<W>(in, out, plans[c]);
+  }
+};
+
 template <class Sel>
 struct bucket_serializer;
 
@@ -175,18 +242,39 @@ struct bucket_serializer<best_of<Es...>> {
   template <element_word W>
   static void run(const model_layout& layout, const bucket_plan& plan, std::uint32_t index, const bucket_changes<W>& ch,
                   std::span<const const_tensor_view> base, const encode_options& opt, std::vector<unsigned char>& out) {
-    std::vector<unsigned char> best, trial;
-    bool have = false;
-    auto try_one = [&]<class E>() {
-      trial.clear();
-      serialize_bucket<E, W>(layout, plan, index, ch, base, opt, trial);
-      if (!have || trial.size() < best.size()) {
-        best.swap(trial);
-        have = true;
+    if constexpr ((sizes_without_encoding<Es, W> && ...)) {
+      // Frames differ only in their chunk data: sum each encoder's data lengths, then encode once.
+      std::tuple<candidate_sizes<Es, W>...> sizes;
+      for (std::size_t c = 0; c + 1 < ch.chunk_first.size(); ++c) {
+        const auto in = chunk_of(ch, c, opt);
+        std::apply([&](auto&... e) { (e.add(in), ...); }, sizes);
       }
-    };
-    (try_one.template operator()<Es>(), ...);
-    out.insert(out.end(), best.begin(), best.end());
+      const auto totals = std::apply([](const auto&... e) { return std::array<std::uint64_t, sizeof...(Es)>{e.total...}; }, sizes);
+      const std::size_t best = static_cast<std::size_t>(std::min_element(totals.begin(), totals.end()) - totals.begin());
+      [&]<std::size_t... I>(std::index_sequence<I...>) {
+        auto encode_with = [&]<std::size_t J>() {
+          using E = std::tuple_element_t<J, std::tuple<Es...>>;
+          serialize_bucket_with<E, W>(layout, plan, index, ch, base, opt, out,
+                                      [&](std::size_t c, const chunk_changes<W>& in, std::vector<unsigned char>& o) {
+                                        std::get<J>(sizes).encode(c, in, o);
+                                      });
+        };
+        ((I == best ? encode_with.template operator()<I>() : void()), ...);
+      }(std::index_sequence_for<Es...>{});
+    } else {
+      std::vector<unsigned char> best, trial;
+      bool have = false;
+      auto try_one = [&]<class E>() {
+        trial.clear();
+        serialize_bucket<E, W>(layout, plan, index, ch, base, opt, trial);
+        if (!have || trial.size() < best.size()) {
+          best.swap(trial);
+          have = true;
+        }
+      };
+      (try_one.template operator()<Es>(), ...);
+      out.insert(out.end(), best.begin(), best.end());
+    }
   }
 };
 
@@ -196,17 +284,49 @@ struct bucket_serializer<best_of<Es...>> {
 template <class S>
 concept encoder_selection = encoder<S> || requires { typename detail::bucket_serializer<S>; sizeof(detail::bucket_serializer<S>); };
 
+namespace detail {
+
+// Writes the target bits of the bucket's changed elements into `base_storage` (views of the base's memory),
+// which then holds the target: for a sender, far less work than copying the whole model.
+template <element_word W>
+void store_changes(const model_layout& layout, const bucket_plan& plan, const bucket_changes<W>& ch,
+                   std::span<const const_tensor_view> target, std::span<const tensor_view> base_storage, unsigned log2_chunk) {
+  const auto starts = segment_starts(plan.segments);
+  const std::uint64_t chunk = std::uint64_t{1} << log2_chunk;
+  for (std::size_t c = 0; c + 1 < ch.chunk_first.size(); ++c) {
+    const std::uint64_t first = c * chunk;
+    std::size_t i = ch.chunk_first[c];
+    const std::size_t end = ch.chunk_first[c + 1];
+    if (i == end) continue;
+    for_each_run(layout, plan.segments, starts, first, std::min(chunk, ch.numel - first), [&](const bucket_run& r) {
+      const W* t = word_ptr<W>(target[r.tensor]) + r.tensor_offset;
+      W* b = word_ptr<W>(base_storage[r.tensor]) + r.tensor_offset;
+      const std::uint64_t run_first = r.bucket_first - first;
+      for (; i < end && ch.positions[i] < run_first + r.count; ++i) b[ch.positions[i] - run_first] = t[ch.positions[i] - run_first];
+    });
+  }
+}
+
+}  // namespace detail
+
 // Encodes one bucket of the change from `base` to `target` and appends its frame to `out`;
 // returns its base and target content checksums.
 // `known_base`, when given, is the bucket's base checksum as the caller knows it (see collect_changes).
+// `advance_base`, when not empty, are writable views of the memory `base` points to: once the bucket is
+// encoded its changed elements are set to the target's, so the caller's copy of the base becomes the target.
 template <class Sel>
 std::pair<std::uint64_t, std::uint64_t> encode_bucket(const model_layout& layout, const bucket_plan& plan, std::uint32_t index,
                                                       std::span<const const_tensor_view> base, std::span<const const_tensor_view> target,
                                                       const encode_options& opt, std::vector<unsigned char>& out,
-                                                      const std::uint64_t* known_base = nullptr) {
+                                                      const std::uint64_t* known_base = nullptr,
+                                                      std::span<const tensor_view> advance_base = {}) {
+  // Written while the changes are collected (each element is in cache then), unless the encoder reads the base.
+  constexpr bool store_after = detail::reads_base<Sel>::value;
   return visit_word(plan.dtype, [&]<class W>() {
-    const auto ch = detail::collect_changes<W>(layout, plan, base, target, opt, known_base);
+    const auto ch = detail::collect_changes<W>(layout, plan, base, target, opt, known_base,
+                                               store_after ? std::span<const tensor_view>{} : advance_base);
     detail::bucket_serializer<Sel>::template run<W>(layout, plan, index, ch, base, opt, out);
+    if (store_after && !advance_base.empty()) detail::store_changes<W>(layout, plan, ch, target, advance_base, opt.log2_chunk);
     return std::pair{ch.base_checksum, ch.target_checksum};
   });
 }

@@ -49,6 +49,26 @@ inline std::vector<std::uint64_t> segment_starts(std::span<const segment> segmen
   return starts;
 }
 
+// Scattered reads and writes of changed elements (sorted by address, ~1% of a model) miss the cache; a hint
+// this many changes ahead keeps enough misses in flight.
+inline constexpr std::size_t prefetch_distance = 32;
+
+inline void prefetch_read(const void* p) {
+#if defined(__GNUC__) || defined(__clang__)
+  __builtin_prefetch(p, 0, 3);
+#else
+  (void)p;
+#endif
+}
+
+inline void prefetch_write(void* p) {
+#if defined(__GNUC__) || defined(__clang__)
+  __builtin_prefetch(p, 1, 3);
+#else
+  (void)p;
+#endif
+}
+
 template <element_word W, class View>
 auto* word_ptr(const View& v) {
   if constexpr (std::is_const_v<std::remove_pointer_t<decltype(v.data)>>)

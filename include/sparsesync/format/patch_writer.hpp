@@ -67,12 +67,23 @@ class patch_encoder {
     known_base_ = std::move(per_bucket);
   }
 
+  // Writable views of the memory the base views point to (a sender's snapshot of what it sent last): each
+  // encoded bucket's changed elements are then written there, so that it holds the target once every bucket
+  // is encoded, without a copy of the whole model. Until then it is a mix of both: a caller whose encoding
+  // fails part-way must not use it as either.
+  void advance_base(std::span<const tensor_view> base_storage) {
+    throw_if_error(check_views(layout_, base_storage, "base storage"));
+    for (std::size_t i = 0; i < base_storage.size(); ++i)
+      if (base_storage[i].data != base_[i].data) throw error(errc::invalid_argument, "base storage must be the base's memory");
+    advance_ = base_storage;
+  }
+
   // Appends bucket `next_bucket()`'s frame; buckets are encoded in order.
   void encode_next(std::vector<unsigned char>& out) {
     if (next_ >= plans_.size()) throw error(errc::invalid_argument, "every bucket is already encoded");
     const std::uint64_t* known = known_base_.empty() ? nullptr : &known_base_[next_];
     const auto [b, t] =
-        encode_bucket<Sel>(layout_, plans_[next_], static_cast<std::uint32_t>(next_), base_, target_, opt_.encode, out, known);
+        encode_bucket<Sel>(layout_, plans_[next_], static_cast<std::uint32_t>(next_), base_, target_, opt_.encode, out, known, advance_);
     header_.base_checksum += b;
     header_.target_checksum += t;
     bucket_targets_.push_back(t);
@@ -93,6 +104,7 @@ class patch_encoder {
  private:
   const model_layout& layout_;
   std::span<const const_tensor_view> base_, target_;
+  std::span<const tensor_view> advance_;
   patch_options opt_;
   std::vector<bucket_plan> plans_;
   std::vector<unsigned char> layout_bytes_;

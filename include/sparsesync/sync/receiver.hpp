@@ -100,6 +100,7 @@ class receiver {
     apply_options opt;
     if (!full && has_version_) opt.known_base_checksum = checksum_;  // touch only changed elements
     staged_patch staged(layout_, current, opt);
+    staged.reuse_storage(std::move(staging_));
     for (;;) {
       if (!link_.receive(in)) throw error(errc::io, "the sender closed the connection inside a version");
       const auto type = type_of(in);
@@ -143,6 +144,7 @@ class receiver {
       version_ = info.version;
       checksum_ = staged.target_checksum();
     }
+    staging_ = std::move(staged).take_storage();
     info.checksum = checksum_;
     info.seconds = std::chrono::duration<double>(clock::now() - start).count();
     link_.send(encode(ack{version_, checksum_}));
@@ -166,6 +168,7 @@ class receiver {
   std::vector<tensor_view> buffers_;
   Transport link_;
   commit_hook hook_;
+  std::vector<staged_change> staging_;  // the last version's staged changes, kept for their capacity
   mutable std::shared_mutex weights_mutex_;
   bool has_version_ = false;
   std::uint64_t version_ = 0;

@@ -120,21 +120,33 @@ class sender {
       po.target_version = version;
       po.metadata = metadata;
       po.include_layout = false;  // the handshake already proved both sides hold this layout
+      // With a version in the snapshot, the encoder writes each bucket's changes into it: it becomes the new
+      // version without a copy of the whole model (a full copy costs more than encoding a sparse update).
+      const bool in_place = has_version_;
       try {
         // Our own snapshot's bucket checksums are known from the last publish: compare it, do not rehash it.
         const bool known = has_version_ && !bucket_checksums_.empty();
-        encode_stream(base, weights, po, *stream, &report, known ? &bucket_checksums_ : nullptr, &bucket_checksums_);
+        const auto storage = in_place ? snapshot_.mutable_views() : std::vector<tensor_view>{};
+        encode_stream(base, weights, po, *stream, &report, known ? &bucket_checksums_ : nullptr, &bucket_checksums_, storage);
       } catch (...) {
         bucket_checksums_.clear();
         stream->finish(false);
         std::lock_guard lock(state_mutex_);
         history_.pop_back();
+        if (in_place) {
+          // Part of the snapshot may hold the new weights: it is no version any more. The next publish is a
+          // full transfer; receivers keep theirs until then.
+          snapshot_.invalidate();
+          has_version_ = false;
+          history_.clear();
+          full_.reset();
+        }
         has_latest_ = has_version_;
         latest_ = version_;
         throw;
       }
       report.encode_seconds = std::chrono::duration<double>(clock::now() - start).count();
-      snapshot_.assign(weights);
+      if (!in_place) snapshot_.assign(weights);
       std::lock_guard lock(state_mutex_);
       has_version_ = true;
       version_ = version;
@@ -219,12 +231,14 @@ class sender {
   bool in_sync(const session& s) const { return has_version_ && s.has_version && s.version == version_ && s.checksum == checksum_; }
 
   // Encodes into `stream`; with `known_base` (per-bucket base checksums) the base is compared, not hashed;
-  // `targets_out` receives the per-bucket target checksums.
+  // `targets_out` receives the per-bucket target checksums; `advance_base` (the base's memory) is brought to
+  // the target bucket by bucket.
   void encode_stream(std::span<const const_tensor_view> base, std::span<const const_tensor_view> target, const patch_options& po,
                      version_stream& stream, publish_report* report_or_null, const std::vector<std::uint64_t>* known_base,
-                     std::vector<std::uint64_t>* targets_out) {
+                     std::vector<std::uint64_t>* targets_out, std::span<const tensor_view> advance_base = {}) {
     patch_encoder<Sel, Policy> enc(layout_, base, target, po, policy_);
     if (known_base && known_base->size() == enc.bucket_count()) enc.use_known_base_checksums(*known_base);
+    if (!advance_base.empty()) enc.advance_base(advance_base);
     std::vector<unsigned char> bytes;
     enc.prologue(bytes);
     std::uint64_t payload = bytes.size();

@@ -26,6 +26,16 @@ class host_snapshot {
     valid_ = true;
   }
 
+  // Writable views of a valid snapshot (for patch_encoder::advance_base).
+  [[nodiscard]] std::vector<tensor_view> mutable_views() {
+    std::vector<tensor_view> v(layout_->size());
+    for (std::size_t i = 0; i < layout_->size(); ++i) v[i] = {buffers_[i].data(), (*layout_)[i].numel(), (*layout_)[i].dtype};
+    return v;
+  }
+
+  // Marks the contents as no version (after a failed in-place update).
+  void invalidate() { valid_ = false; }
+
   // Views of the snapshot; null data (the all-zero model) while it is empty.
   [[nodiscard]] std::vector<const_tensor_view> views() const {
     std::vector<const_tensor_view> v(layout_->size());
