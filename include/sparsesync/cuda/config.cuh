@@ -99,8 +99,5 @@ namespace detail {
 inline constexpr int hash_slots = 32;
 }  // namespace detail
 
-using default_policy = policy_sm90;
-static_assert(tuning_policy<default_policy>, "sparsesync: the default CUDA tuning policy does not satisfy tuning_policy");
-
 }  // namespace cuda
 SPARSESYNC_NS_END
