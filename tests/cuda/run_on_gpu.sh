@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Runs the GPU tests the way their committed record (tests/cuda/last_gpu_run.log) was made: the full suite,
 # then compute-sanitizer memcheck over every case but the two largest, then racecheck over the encode
-# boundary case and the encode -> apply round trip. Writes the log to LOG (default: stdout); exits non-zero
+# boundary case and the encode -> apply round trip; then frame_sync_tests plainly and under both tools. Writes the log to LOG (default: stdout); exits non-zero
 # if any step fails.
 #
-#   tests/cuda/run_on_gpu.sh BIN_DIR_WITH_gpu_codec_tests [LOG] [MACHINE_DESCRIPTION]
+#   tests/cuda/run_on_gpu.sh BIN_DIR_WITH_gpu_codec_tests_AND_frame_sync_tests [LOG] [MACHINE_DESCRIPTION]
 #   env: SPARSESYNC_DATA_DIR (the real update stream, ../shared/data/rl-gpt2-small-lr1e-6 or a copy)
 set -uo pipefail
 bin=${1:?usage: run_on_gpu.sh BIN_DIR [LOG] [MACHINE]}
@@ -30,6 +30,13 @@ rc=0
   echo "===== compute-sanitizer --tool racecheck (quick mode: boundary-size byte identity, every encode kernel; encode -> apply round trip) ====="
   SPARSESYNC_GPU_TEST_QUICK=1 "$sanitizer" --tool racecheck --error-exitcode 9 "$tests" -tc='*boundaries*,*round trip*' || rc=1
   echo
+  if [[ -x $bin/frame_sync_tests ]]; then
+    echo "===== frame_sync_tests (GPU weights over a host transport), then under memcheck and racecheck ====="
+    "$bin/frame_sync_tests" --duration=true || rc=1
+    "$sanitizer" --tool memcheck --error-exitcode 9 "$bin/frame_sync_tests" || rc=1
+    "$sanitizer" --tool racecheck --error-exitcode 9 "$bin/frame_sync_tests" || rc=1
+    echo
+  fi
   echo "# result: $([[ $rc == 0 ]] && echo 'all passed, sanitizers clean' || echo FAILED)"
 } > "$log" 2>&1
 exit $rc
