@@ -123,6 +123,15 @@ run_result pull(const temp_dir& t, const server& s, const fs::path& out, const f
 
 bool same_file(const fs::path& a, const fs::path& b) { return fs::exists(a) && fs::exists(b) && slurp(a) == slurp(b); }
 
+// A pull that must succeed and bring `out` to `expected` by exactly one version, a full transfer or a patch.
+void check_one_version(const run_result& r, const fs::path& out, const fs::path& expected, bool full) {
+  REQUIRE_MESSAGE(r.rc == 0, r.err);
+  const auto lines = json_lines(r.out);
+  REQUIRE(lines.size() == 1);
+  CHECK(lines[0]["full"] == full);
+  CHECK(same_file(out, expected));
+}
+
 // The transport tests' throwaway PKI (tls_fixtures.hpp) under dir: a CA with server and client certificates,
 // and a rogue CA with a client certificate of its own.
 struct test_pki {
@@ -198,12 +207,7 @@ TEST_CASE("pull: the newest version byte for byte, nothing to do when up to date
 
   // A puller with nothing gets one full transfer of the newest version.
   const auto fresh = t / "fresh.safetensors";
-  r = pull(t, s, fresh, key);
-  REQUIRE_MESSAGE(r.rc == 0, r.err);
-  lines = json_lines(r.out);
-  REQUIRE(lines.size() == 1);
-  CHECK(lines[0]["full"] == true);
-  CHECK(same_file(fresh, v4));
+  check_one_version(pull(t, s, fresh, key), fresh, v4, true);
 }
 
 TEST_CASE("pull: an OUT edited since the last pull gets a full transfer, never a wrong file") {
@@ -225,12 +229,7 @@ TEST_CASE("pull: an OUT edited since the last pull gets a full transfer, never a
     f.seekp(-1, std::ios::end);
     f.put(static_cast<char>(c ^ 1));
   }
-  const auto r = pull(t, s, out, key);
-  REQUIRE_MESSAGE(r.rc == 0, r.err);
-  const auto lines = json_lines(r.out);
-  REQUIRE(lines.size() == 1);
-  CHECK(lines[0]["full"] == true);
-  CHECK(same_file(out, v2));
+  check_one_version(pull(t, s, out, key), out, v2, true);
 }
 
 TEST_CASE("pull: a wrong key or no key is refused with exit 8 and nothing written") {
@@ -316,12 +315,7 @@ TEST_CASE("pull over mutual TLS plus the pre-shared key: OUT byte for byte, then
 
   const auto v2 = tr.drop(s.watch(), "step-2.safetensors");
   s.wait_published(2);
-  r = pull(t, s, out, key, pki.args("client"));
-  REQUIRE_MESSAGE(r.rc == 0, r.err);
-  const auto lines = json_lines(r.out);
-  REQUIRE(lines.size() == 1);
-  CHECK(lines[0]["full"] == false);
-  CHECK(same_file(out, v2));
+  check_one_version(pull(t, s, out, key, pki.args("client")), out, v2, false);
 }
 
 TEST_CASE("pull over TLS: a client certificate from another CA, an untrusted server or a wrong server name is refused, OUT untouched") {

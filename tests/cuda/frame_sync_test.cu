@@ -9,8 +9,8 @@
 
 #include <doctest/doctest.h>
 
-#include <cstdio>
-#include <cstdlib>
+#include "require_gpu.cuh"
+
 #include <exception>
 #include <random>
 #include <thread>
@@ -22,15 +22,7 @@ using channel = sc::transport_frame_channel<inproc_transport>;
 
 namespace {
 
-const int gpu_present = [] {
-  int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
-    std::printf("no CUDA device: skipped\n");
-    std::fflush(stdout);
-    std::exit(77);
-  }
-  return n;
-}();
+const int gpu_present = sparsesync_test::require_gpu_or_skip();
 
 // One model's weights in device memory (one allocation, tensors back to back) and its device pointer array.
 struct device_model {

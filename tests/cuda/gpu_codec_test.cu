@@ -10,6 +10,8 @@
 
 #include <doctest/doctest.h>
 
+#include "require_gpu.cuh"
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -25,12 +27,7 @@ namespace sc = sparsesync::cuda;
 namespace {
 
 const int gpu_present = [] {
-  int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
-    std::printf("no CUDA device: skipped\n");
-    std::fflush(stdout);
-    std::exit(77);
-  }
+  const int n = sparsesync_test::require_gpu_or_skip();
   cudaDeviceProp prop{};
   cudaGetDeviceProperties(&prop, 0);
   std::printf("GPU tests on %s (sm_%d%d, %d SMs, %.1f GiB)\n", prop.name, prop.major, prop.minor, prop.multiProcessorCount,

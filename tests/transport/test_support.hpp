@@ -4,6 +4,8 @@
 
 #include <sparsesync/transport/error.hpp>
 
+#include "temp_dir.hpp"
+
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -47,25 +49,8 @@ inline const std::vector<std::size_t>& varied_sizes() {
   return sizes;
 }
 
-class temp_dir {
- public:
-  temp_dir() {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "sparsesync-transport-XXXXXX").string();
-    if (!::mkdtemp(tmpl.data())) throw std::runtime_error("mkdtemp failed");
-    path_ = tmpl;
-  }
-  ~temp_dir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  temp_dir(const temp_dir&) = delete;
-  temp_dir& operator=(const temp_dir&) = delete;
-  [[nodiscard]] const std::filesystem::path& path() const { return path_; }
-  std::filesystem::path operator/(const std::string& name) const { return path_ / name; }
-
- private:
-  std::filesystem::path path_;
-};
+// The tests' shared temporary directory (tests/support).
+using temp_dir = sparsesync::test::temp_dir;
 
 inline void write_file(const std::filesystem::path& p, const std::string& content,
                        std::filesystem::perms perms = std::filesystem::perms::owner_read | std::filesystem::perms::owner_write) {

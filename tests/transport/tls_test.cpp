@@ -18,7 +18,7 @@ namespace {
 
 struct pki {
   sparsesync_test::temp_dir dir;
-  pki() { sparsesync_test::make_test_pki(dir.path()); }
+  pki() { sparsesync_test::make_test_pki(dir.path); }
 
   tls_options side(const std::string& who, const std::string& ca = "ca.pem") const {
     return {dir / ca, dir / (who + ".pem"), dir / (who + ".key"), {}};

@@ -1,0 +1,23 @@
+// The GPU tests' entry check: where no CUDA device exists, say so and exit 77 (CTest: skipped), before any
+// test runs. Call it from a namespace-scope initializer.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdio>
+#include <cstdlib>
+
+namespace sparsesync_test {
+
+// Returns the number of CUDA devices (at least 1); exits 77 when there is none or no usable driver.
+inline int require_gpu_or_skip() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
+    std::printf("no CUDA device: skipped\n");
+    std::fflush(stdout);
+    std::exit(77);
+  }
+  return n;
+}
+
+}  // namespace sparsesync_test
