@@ -23,25 +23,8 @@
 namespace ss = sparsesync;
 using namespace std::chrono_literals;
 
-namespace {
-
 using example::arg;
 using example::num;
-
-
-// The trainer may still be starting: retry refused connections for a while (a wrong key is not retried).
-ss::asio_tcp_transport connect(const std::string& host, std::uint16_t port, const ss::asio_tcp_options& o) {
-  for (int attempt = 0;; ++attempt) {
-    try {
-      return ss::asio_tcp_transport::connect(host, port, o);
-    } catch (const ss::transport_error& e) {
-      if (e.transport_code() != ss::transport_errc::connect_failed || attempt >= 300) throw;
-      std::this_thread::sleep_for(100ms);
-    }
-  }
-}
-
-}  // namespace
 
 int main(int argc, char** argv) try {
   const std::string host = arg(argc, argv, "--host", "127.0.0.1");
@@ -56,7 +39,7 @@ int main(int argc, char** argv) try {
 
   ss::gen::tensor_set weights(layout);  // the worker's own buffers; empty until the first (full) version
   auto views = weights.mutable_views();
-  ss::sync::receiver<ss::asio_tcp_transport> rx(layout, views, connect(host, port, topt));
+  ss::sync::receiver<ss::asio_tcp_transport> rx(layout, views, ss::connect_retrying(host, port, topt));  // the trainer may still be starting
   std::printf("worker: connected to %s:%u; the trainer is at version %llu\n", host.c_str(), port,
               static_cast<unsigned long long>(rx.sender_version()));
 

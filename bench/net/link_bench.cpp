@@ -208,16 +208,7 @@ struct stream {
   std::vector<ss::gen::tensor_set> versions;  // versions[i] is version i + 1
 };
 
-ss::asio_tcp_transport connect_retrying(const std::string& host, std::uint16_t port, const ss::asio_tcp_options& o) {
-  for (int attempt = 0;; ++attempt) {
-    try {
-      return ss::asio_tcp_transport::connect(host, port, o);
-    } catch (const ss::transport_error& e) {
-      if (e.transport_code() != ss::transport_errc::connect_failed || attempt >= 300) throw;
-      std::this_thread::sleep_for(100ms);
-    }
-  }
-}
+using ss::connect_retrying;
 
 using tcp_sender = ss::sync::sender<ss::auto_encoder, ss::fixed_bytes, ss::asio_tcp_transport>;
 

@@ -20,6 +20,7 @@
 #include <span>
 #include <string>
 #include <system_error>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -286,5 +287,20 @@ class asio_tcp_listener {
 
 static_assert(check_transport<asio_tcp_transport>);
 static_assert(check_listener<asio_tcp_listener>);
+
+// asio_tcp_transport::connect for a peer that may still be starting: a refused or unreachable connection
+// (transport_errc::connect_failed) is retried every `interval`, `attempts` times at most; any other failure (a
+// wrong key, a refused certificate) is thrown at once.
+inline asio_tcp_transport connect_retrying(const std::string& host, std::uint16_t port, const asio_tcp_options& options,
+                                           int attempts = 300, std::chrono::milliseconds interval = std::chrono::milliseconds{100}) {
+  for (int attempt = 0;; ++attempt) {
+    try {
+      return asio_tcp_transport::connect(host, port, options);
+    } catch (const transport_error& e) {
+      if (e.transport_code() != transport_errc::connect_failed || attempt >= attempts) throw;
+      std::this_thread::sleep_for(interval);
+    }
+  }
+}
 
 SPARSESYNC_NS_END
