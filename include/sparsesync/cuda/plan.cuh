@@ -271,13 +271,11 @@ class apply_plan {
     size_staging(d_frame, frame_bytes);
     if (kept_.size() <= verified_) kept_.emplace_back(stream_);
     kept_bucket& k = kept_[verified_++];
-    std::size_t b = 0;
-    throw_on_cuda_error(verify_bucket(nullptr, b, layout_.view(), nullptr, nullptr, frame_bytes, nullptr, cfg_, stream_), "apply plan");
-    k.temp.reserve(b);
+    grow(k.temp, frame_bytes);
     k.frame = d_frame;
     k.bytes = frame_bytes;
     k.cfg = cfg_;  // the scratch's carving depends on it: the commit must carve alike
-    b = k.temp.size();
+    std::size_t b = k.temp.size();
     throw_on_cuda_error(verify_bucket(k.temp.data(), b, layout_.view(), d_model, d_frame, frame_bytes, state(), cfg_, stream_),
                         "verify_bucket");
   }
@@ -291,14 +289,14 @@ class apply_plan {
     }
     committed_ = verified_;  // out of order: from here on every commit re-parses
     size_staging(d_frame, frame_bytes);
-    grow(frame_bytes);
+    grow(temp_, frame_bytes);
     throw_on_cuda_error(commit_bucket(temp_.data(), temp_.size(), layout_.view(), d_model, d_frame, frame_bytes, state(), cfg_, false, stream_),
                         "commit_bucket");
   }
   // Verifies this bucket and, if nothing has failed so far, writes it (reusing the verify pass's staging).
   void apply(const unsigned char* d_frame, std::size_t frame_bytes, void* const* d_model) {
     size_staging(d_frame, frame_bytes);
-    grow(frame_bytes);
+    grow(temp_, frame_bytes);
     std::size_t b = temp_.size();
     throw_on_cuda_error(verify_bucket(temp_.data(), b, layout_.view(), d_model, d_frame, frame_bytes, state(), cfg_, stream_),
                         "verify_bucket");
@@ -360,10 +358,11 @@ class apply_plan {
     cfg_.max_chunks = chunks + 1;
   }
 
-  void grow(std::size_t frame_bytes) {
+  // Room in `buf` for the scratch of a frame of `frame_bytes` under the current cfg_.
+  void grow(device_buffer& buf, std::size_t frame_bytes) {
     std::size_t b = 0;
     throw_on_cuda_error(verify_bucket(nullptr, b, layout_.view(), nullptr, nullptr, frame_bytes, nullptr, cfg_, stream_), "apply plan");
-    temp_.reserve(b);
+    buf.reserve(b);
   }
 
   apply_config cfg_;
