@@ -1,14 +1,17 @@
 // GPU-resident sync over a host transport: frame_publisher / frame_subscriber on a transport_frame_channel
 // (in-process transport pair, one GPU, trainer and worker on two threads). Every version must leave the
 // worker's device weights bit-identical to the trainer's, in atomic and streamed mode; a worker holding
-// other weights must refuse the version and keep its weights. Exits 77 (CTest: skipped) without a CUDA device.
+// other weights, or receiving a corrupted frame, must refuse the version and keep the weights it had, bit for
+// bit (streamed mode: by rolling back the buckets it already wrote). Exits 77 (CTest: skipped) without a CUDA
+// device.
 #include <sparsesync/bucketing/fixed_bytes.hpp>
 #include <sparsesync/cuda/frame_sync.cuh>
-#include <sparsesync/cuda/transport_frame_channel.cuh>
+#include <sparsesync/cuda/transport_frame_channel.hpp>
 #include <sparsesync/transport/inproc.hpp>
 
 #include <doctest/doctest.h>
 
+#include "gpu_sync_fixtures.hpp"
 #include "require_gpu.cuh"
 
 #include <exception>
@@ -20,77 +23,75 @@ using namespace sparsesync;
 namespace sc = sparsesync::cuda;
 using channel = sc::transport_frame_channel<inproc_transport>;
 
+// (External linkage: nvcc would warn that the send() and close() the concept asks for are never called.)
+namespace frame_sync_test_support {
+
+// The worker's channel: a transport_frame_channel that, on request, flips one byte of one received frame in
+// device memory (the `nth` frame since the start, counting every version's frames; `from_end` bytes before
+// its end), as a corrupted link or a bug upstream would.
+class tampering_channel {
+ public:
+  tampering_channel(inproc_transport& from_root, cudaStream_t stream, long nth, std::size_t from_end)
+      : inner_(from_root, stream), stream_(stream), nth_(nth), from_end_(from_end) {}
+  [[nodiscard]] bool is_root() const { return false; }
+  void send(const void*, std::size_t) { throw std::logic_error("tampering_channel: receive only"); }
+  void close() {}
+  std::optional<std::size_t> receive_size() {
+    size_ = inner_.receive_size();
+    return size_;
+  }
+  void receive_payload(void* device_data) {
+    inner_.receive_payload(device_data);
+    if (seen_++ != nth_ || !size_ || *size_ <= from_end_) return;
+    unsigned char* at = static_cast<unsigned char*>(device_data) + (*size_ - 1 - from_end_);
+    unsigned char b = 0;
+    sc::throw_on_cuda_error(cudaMemcpyAsync(&b, at, 1, cudaMemcpyDeviceToHost, stream_), "tamper read");
+    sc::throw_on_cuda_error(cudaStreamSynchronize(stream_), "tamper read");
+    b ^= 0x40;
+    sc::throw_on_cuda_error(cudaMemcpyAsync(at, &b, 1, cudaMemcpyHostToDevice, stream_), "tamper write");
+    sc::throw_on_cuda_error(cudaStreamSynchronize(stream_), "tamper write");
+    ++tampered_;
+  }
+  [[nodiscard]] int tampered() const { return tampered_; }
+
+ private:
+  channel inner_;
+  cudaStream_t stream_;
+  long nth_;
+  std::size_t from_end_;
+  long seen_ = 0;
+  int tampered_ = 0;
+  std::optional<std::size_t> size_;
+};
+}  // namespace frame_sync_test_support
+using frame_sync_test_support::tampering_channel;
+static_assert(sc::device_frame_channel<tampering_channel>);
+
 namespace {
 
 const int gpu_present = sparsesync_test::require_gpu_or_skip();
+using sparsesync_test::device_model;
+using sparsesync_test::random_weights;
+using sparsesync_test::step;
+using sparsesync_test::stream_holder;
+using sparsesync_test::test_layout;
 
-// One model's weights in device memory (one allocation, tensors back to back) and its device pointer array.
-struct device_model {
-  explicit device_model(const model_layout& layout) : layout_(layout) {
-    sc::throw_on_cuda_error(cudaMalloc(&data_, layout.numel() * 2), "cudaMalloc");
-    std::vector<void*> ptrs;
-    for (std::size_t t = 0; t < layout.size(); ++t) ptrs.push_back(static_cast<unsigned char*>(data_) + 2 * layout.first_element(t));
-    sc::throw_on_cuda_error(cudaMalloc(&ptrs_, ptrs.size() * sizeof(void*)), "cudaMalloc");
-    sc::throw_on_cuda_error(cudaMemcpy(ptrs_, ptrs.data(), ptrs.size() * sizeof(void*), cudaMemcpyHostToDevice), "cudaMemcpy");
-  }
-  device_model(const device_model&) = delete;
-  device_model& operator=(const device_model&) = delete;
-  ~device_model() {
-    cudaFree(data_);
-    cudaFree(ptrs_);
-  }
-  void upload(const std::vector<std::uint16_t>& host) {
-    sc::throw_on_cuda_error(cudaMemcpy(data_, host.data(), host.size() * 2, cudaMemcpyHostToDevice), "upload");
-  }
-  [[nodiscard]] std::vector<std::uint16_t> download() const {
-    std::vector<std::uint16_t> host(layout_.numel());
-    sc::throw_on_cuda_error(cudaMemcpy(host.data(), data_, host.size() * 2, cudaMemcpyDeviceToHost), "download");
-    return host;
-  }
-  [[nodiscard]] void* const* pointers() const { return ptrs_; }
-
- private:
-  const model_layout& layout_;
-  void* data_ = nullptr;
-  void** ptrs_ = nullptr;
-};
-
-// A CUDA stream that outlives everything declared after it (plans free their memory on their stream).
-struct stream_holder {
-  stream_holder() { sc::throw_on_cuda_error(cudaStreamCreate(&s), "cudaStreamCreate"); }
-  stream_holder(const stream_holder&) = delete;
-  stream_holder& operator=(const stream_holder&) = delete;
-  ~stream_holder() {
-    cudaStreamSynchronize(s);
-    cudaStreamDestroy(s);
-  }
-  cudaStream_t s{};
-};
-
-// An RL-like step: ~1% of the elements move by one or two BF16 ULPs (never to the same bits).
-void step(std::vector<std::uint16_t>& w, std::mt19937_64& rng) {
-  for (auto& x : w)
-    if (rng() % 100 == 0) x = static_cast<std::uint16_t>(x + 1 + rng() % 2);
-}
-
-model_layout test_layout() {
-  // Large and tiny tensors, several buckets of 1 MiB (some cut through a tensor).
-  return model_layout({{"embed", dtype::bf16, {1000, 700}},
-                       {"norm", dtype::bf16, {700}},
-                       {"proj", dtype::bf16, {700, 1500}},
-                       {"bias", dtype::bf16, {3}},
-                       {"head", dtype::bf16, {333, 700}}});
-}
 
 struct run_result {
   std::vector<std::vector<std::uint16_t>> worker_after;  // the worker's weights after each version
   std::vector<std::vector<std::uint16_t>> trainer;       // the trainer's weights of each version
   std::exception_ptr worker_error, trainer_error;
+  int tampered = 0;                                       // frames the worker's channel corrupted
+};
+
+struct tamper {
+  long nth = -1;  // which received frame (counting from the first version's first), -1: none
+  std::size_t from_end = 0;
 };
 
 // Publishes `versions` versions from `start` to a worker that starts from `worker_start`.
-run_result run(const model_layout& layout, int versions, sc::frame_subscriber<channel>::commit_mode mode,
-               const std::vector<std::uint16_t>& start, const std::vector<std::uint16_t>& worker_start) {
+run_result run(const model_layout& layout, int versions, sc::frame_commit_mode mode, const std::vector<std::uint16_t>& start,
+               const std::vector<std::uint16_t>& worker_start, tamper t = {}) {
   run_result out;
   auto [trainer_end, worker_end] = make_inproc_pair();
   const auto plans = fixed_bytes{1u << 20}.plan(layout, 12);
@@ -108,8 +109,8 @@ run_result run(const model_layout& layout, int versions, sc::frame_subscriber<ch
       const stream_holder s, cs;
       device_model mine(layout);
       mine.upload(worker_start);
-      channel ch(worker_end, cs.s);
-      sc::frame_subscriber<channel> sub(layout, ch, s.s, cs.s, mode);
+      tampering_channel ch(worker_end, cs.s, t.nth, t.from_end);
+      sc::frame_subscriber<tampering_channel> sub(layout, ch, s.s, cs.s, mode);
       for (;;) {
         std::optional<sc::frame_received_version> got;
         try {
@@ -122,6 +123,7 @@ run_result run(const model_layout& layout, int versions, sc::frame_subscriber<ch
         if (!got) break;
         out.worker_after.push_back(mine.download());
       }
+      out.tampered = ch.tampered();
     } catch (...) {
       if (!out.worker_error) out.worker_error = std::current_exception();
     }
@@ -153,19 +155,12 @@ run_result run(const model_layout& layout, int versions, sc::frame_subscriber<ch
   return out;
 }
 
-std::vector<std::uint16_t> random_weights(std::size_t n) {
-  std::mt19937_64 rng(7);
-  std::vector<std::uint16_t> w(n);
-  for (auto& x : w) x = static_cast<std::uint16_t>(rng());
-  return w;
-}
-
 }  // namespace
 
 TEST_CASE("GPU weights over a transport: every version bit-identical on the worker, atomic and streamed") {
   const auto layout = test_layout();
   const auto start = random_weights(layout.numel());
-  for (auto mode : {sc::frame_subscriber<channel>::commit_mode::atomic, sc::frame_subscriber<channel>::commit_mode::streamed}) {
+  for (auto mode : {sc::frame_commit_mode::atomic, sc::frame_commit_mode::streamed}) {
     const auto r = run(layout, 4, mode, start, start);
     REQUIRE_FALSE(r.trainer_error);
     REQUIRE_FALSE(r.worker_error);
@@ -178,11 +173,45 @@ TEST_CASE("GPU weights over a transport: a worker holding other weights refuses 
   const auto layout = test_layout();
   const auto start = random_weights(layout.numel());
   auto other = start;
-  other[12345] ^= 0x0100;  // one element differs from what the trainer's snapshot holds
-  const auto r = run(layout, 1, sc::frame_subscriber<channel>::commit_mode::atomic, start, other);
-  REQUIRE_FALSE(r.trainer_error);
-  REQUIRE(r.worker_error);
-  CHECK_THROWS_AS(std::rethrow_exception(r.worker_error), sparsesync::error);
-  REQUIRE(r.worker_after.size() == 1);
-  CHECK(r.worker_after[0] == other);
+  other[layout.numel() - 5] ^= 0x0100;  // one element of the last bucket differs from the trainer's snapshot
+  for (auto mode : {sc::frame_commit_mode::atomic, sc::frame_commit_mode::streamed}) {
+    CAPTURE(static_cast<int>(mode));
+    const auto r = run(layout, 1, mode, start, other);
+    REQUIRE_FALSE(r.trainer_error);
+    REQUIRE(r.worker_error);
+    CHECK_THROWS_AS(std::rethrow_exception(r.worker_error), sparsesync::error);
+    REQUIRE(r.worker_after.size() == 1);
+    // Streamed mode wrote the earlier buckets before the last one was refused, then rolled them back.
+    CHECK(r.worker_after[0] == other);
+  }
+}
+
+TEST_CASE("GPU weights over a transport: a corrupted frame refuses the version, the weights stay on the last one") {
+  const auto layout = test_layout();
+  const auto start = random_weights(layout.numel());
+  const std::size_t buckets = fixed_bytes{1u << 20}.plan(layout, 12).size();
+  REQUIRE(buckets >= 3);
+  const long frames_per_version = static_cast<long>(buckets) + 1;  // the buckets, then the patch header
+  struct corruption {
+    const char* what;
+    tamper t;
+  };
+  // Version 2 is corrupted: a byte of the third bucket's coded data (after two buckets were written in
+  // streamed mode), or a byte of the closing header (after every bucket was written).
+  const corruption cases[] = {{"third bucket's data", {frames_per_version + 2, 1}},
+                              {"closing header", {frames_per_version + static_cast<long>(buckets), 40}}};
+  for (const auto& c : cases)
+    for (auto mode : {sc::frame_commit_mode::atomic, sc::frame_commit_mode::streamed}) {
+      CAPTURE(c.what);
+      CAPTURE(static_cast<int>(mode));
+      const auto r = run(layout, 2, mode, start, start, c.t);
+      REQUIRE_FALSE(r.trainer_error);
+      REQUIRE(r.worker_error);
+      CHECK_THROWS_AS(std::rethrow_exception(r.worker_error), sparsesync::error);
+      CHECK(r.tampered == 1);
+      REQUIRE(r.worker_after.size() == 2);
+      CHECK(r.worker_after[0] == r.trainer[0]);  // version 1 applied
+      CHECK(r.worker_after[1] == r.trainer[0]);  // version 2 refused: still version 1, bit for bit
+      CHECK(r.worker_after[1] != r.trainer[1]);
+    }
 }

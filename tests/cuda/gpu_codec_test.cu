@@ -526,6 +526,35 @@ TEST_CASE("GPU apply in place: frames of every encoder, mode and dtype; bucket b
         host_model got(layout);
         dm.download(got);
         CHECK(got.bytes == wrong.bytes);
+        // The same, written bucket by bucket with undo: the buckets before the refused one were written, the
+        // rollback restores them (with a vouched base, every bucket was written before check_patch refused).
+        device_model du(wrong);
+        sc::apply_plan au(layout, acfg);
+        for (auto [off, len] : frames) au.apply_undoable(dpatch.p + off, len, du.d_ptrs);
+        au.check_patch(pro.header, known ? std::optional<std::uint64_t>(pro.header.base_checksum ^ 1) : std::nullopt);
+        CHECK_FALSE(au.result().status.ok());
+        au.rollback(du.d_ptrs);
+        host_model undone(layout);
+        du.download(undone);
+        CHECK(undone.bytes == wrong.bytes);
+      }
+      // Written bucket by bucket with undo, then a closing header that does not match: every bucket was
+      // written, and the rollback restores every dtype's old bits (4-byte ones from their own array).
+      {
+        device_model dm(base);
+        sc::apply_plan ap(layout, acfg);
+        for (auto [off, len] : frames) ap.apply_undoable(dpatch.p + off, len, dm.d_ptrs);
+        host_model mid(layout);
+        dm.download(mid);
+        CHECK(mid.bytes == target.bytes);
+        patch_header bad = pro.header;
+        bad.target_checksum ^= 1;
+        ap.check_patch(bad);
+        CHECK_FALSE(ap.result().status.ok());
+        ap.rollback(dm.d_ptrs);
+        host_model got(layout);
+        dm.download(got);
+        CHECK(got.bytes == base.bytes);
       }
     }
   }

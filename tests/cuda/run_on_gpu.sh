@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs the GPU tests the way their committed record (tests/cuda/last_gpu_run.log) was made: the full suite,
 # then compute-sanitizer memcheck over every case but the two largest, then racecheck over the encode
-# boundary case and the encode -> apply round trip; then frame_sync_tests plainly and under both tools. Writes the log to LOG (default: stdout); exits non-zero
-# if any step fails.
+# boundary case and the encode -> apply round trip; then frame_sync_tests plainly and under both tools, and
+# frame_sync_tcp_tests plainly and under memcheck. Writes the log to LOG (default: stdout); exits non-zero if any
+# step fails.
 #
 #   tests/cuda/run_on_gpu.sh BIN_DIR_WITH_gpu_codec_tests_AND_frame_sync_tests [LOG] [MACHINE_DESCRIPTION]
 #   env: SPARSESYNC_DATA_DIR (the real update stream, ../shared/data/rl-gpt2-small-lr1e-6 or a copy)
@@ -35,6 +36,12 @@ rc=0
     "$bin/frame_sync_tests" --duration=true || rc=1
     "$sanitizer" --tool memcheck --error-exitcode 9 "$bin/frame_sync_tests" || rc=1
     "$sanitizer" --tool racecheck --error-exitcode 9 "$bin/frame_sync_tests" || rc=1
+    echo
+  fi
+  if [[ -x $bin/frame_sync_tcp_tests ]]; then
+    echo "===== frame_sync_tcp_tests (GPU weights over asio_tcp with a key, one trainer, two workers), then under memcheck ====="
+    "$bin/frame_sync_tcp_tests" --duration=true || rc=1
+    "$sanitizer" --tool memcheck --error-exitcode 9 "$bin/frame_sync_tcp_tests" || rc=1
     echo
   fi
   echo "# result: $([[ $rc == 0 ]] && echo 'all passed, sanitizers clean' || echo FAILED)"

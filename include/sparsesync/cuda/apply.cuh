@@ -14,6 +14,8 @@
 //           finish (one thread): sums, checksums, verdict into the patch-wide apply_state
 //   commit  (a block per chunk): only if the apply_state is clean, the staged new bit patterns are written in
 //           place (a pure scatter). A commit that does not follow its verify re-parses and re-decodes first.
+//   undo    (a block per chunk, optional): a committed bucket's old bit patterns, kept by its verify, written
+//           back: a version refused after some of its buckets were written is rolled back (undo_bucket).
 // A malformed payload is refused without any out-of-bounds access: the host checks only the frame length;
 // kernels derive every other bound from validated fields and the caller's layout, decoders read only their
 // chunk's bytes, and staging writes are bounded by the scratch capacity.
@@ -72,6 +74,10 @@ struct apply_config {
   std::uint64_t max_changes = 0;
   // Most chunks a frame may have (per-chunk tables are sized for it). 0: as many as the frame length allows.
   std::uint64_t max_chunks = 0;
+  // Keep the old bits of every staged change so that undo_bucket can restore a committed bucket. For 1- and
+  // 2-byte dtypes they always travel in the staging list's upper bits; this adds a 4-byte array per staged
+  // change for 4-byte dtypes.
+  bool keep_old = false;
 };
 
 namespace detail {
@@ -88,7 +94,7 @@ struct bucket_info {
   std::uint64_t staged_total;
   std::uint64_t end_offset;
   std::uint32_t end_tensor;
-  std::uint32_t reserved;
+  std::uint32_t written;       // set by a commit that wrote (undo_bucket restores only those)
   std::uint64_t payload[hash_slots];
   std::uint64_t delta[hash_slots];
   std::uint64_t base[hash_slots];
@@ -108,7 +114,9 @@ struct apply_params {
   std::uint64_t chunk_cap;
   std::uint64_t* change_off;   // staging offset of each chunk's first change (counts rounded up to 4)
   std::uint32_t* stage_pos;    // decoded changes: chunk-relative position
-  std::uint32_t* stage_val;    // decoded changes: coded value (zero-extended)
+  std::uint32_t* stage_val;    // decoded changes: coded value (zero-extended); after verify the new bits,
+                               // with the old bits above them for 1- and 2-byte dtypes
+  std::uint32_t* stage_old;    // after verify, 4-byte dtypes: the old bits (apply_config::keep_old; else null)
   std::uint64_t stage_cap;
   bool commit_phase;
   bool compute_base;
@@ -393,9 +401,13 @@ SPARSESYNC_KERNEL void __launch_bounds__(decode_threads) apply_rice_kernel(apply
 
 // Passes 2 and 3, a block per chunk over its staged changes, thread j on change j: consecutive threads touch
 // neighbouring elements. Verify: old values, no-op check, checksum deltas, and the new bit patterns replace
-// the coded values in the staging list. Commit: those new bit patterns are written in place (a pure scatter).
-// A chunk inside one segment (the usual case) resolves its address once instead of searching per change.
-template <class W, bool Commit>
+// the coded values in the staging list (the old ones kept beside them). Commit: those new bit patterns are
+// written in place (a pure scatter). Undo: the old bit patterns are written back (a committed bucket of a
+// version refused later). A chunk inside one segment (the usual case) resolves its address once instead of
+// searching per change.
+enum class process_pass { verify, commit, undo };
+
+template <class W, process_pass Pass>
 SPARSESYNC_DEVICE void process_chunks(const apply_params& p, const bucket_info& I) {
   const auto mode = static_cast<value_mode>(I.mode);
   const unsigned char* table = p.frame + I.table_off;
@@ -417,19 +429,29 @@ SPARSESYNC_DEVICE void process_chunks(const apply_params& p, const bucket_info& 
       const resolved_segment& sg = one_segment ? seg0 : p.segs[find_segment(p.segs, s0, S, ge)];
       const std::uint64_t rel = ge - sg.bucket_first;
       W* ptr = const_cast<W*>(static_cast<const W*>(sg.a)) + rel;
-      if constexpr (Commit) {
+      if constexpr (Pass == process_pass::commit) {
         *ptr = static_cast<W>(p.stage_val[at + j]);
+      } else if constexpr (Pass == process_pass::undo) {
+        if constexpr (sizeof(W) < 4)
+          *ptr = static_cast<W>(p.stage_val[at + j] >> (8 * sizeof(W)));
+        else
+          *ptr = static_cast<W>(p.stage_old[at + j]);
       } else {
         const W old = *ptr;
         const W nw = decode_value<W>(mode, old, static_cast<W>(p.stage_val[at + j]));
         if (nw == old) fail(&p.info->decode_status, errc::non_canonical);
         const std::uint64_t flat = sg.flat_first + rel;
         delta += element_hash(flat, nw) - element_hash(flat, old);
-        p.stage_val[at + j] = nw;
+        if constexpr (sizeof(W) < 4) {
+          p.stage_val[at + j] = static_cast<std::uint32_t>(nw) | (static_cast<std::uint32_t>(old) << (8 * sizeof(W)));
+        } else {
+          p.stage_val[at + j] = nw;
+          if (p.stage_old) p.stage_old[at + j] = old;
+        }
       }
     }
   }
-  if constexpr (!Commit) {
+  if constexpr (Pass == process_pass::verify) {
     delta = warp_sum(delta);
     if ((threadIdx.x & 31u) == 0 && delta) {
       const unsigned slot = (blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32) % hash_slots;
@@ -438,15 +460,21 @@ SPARSESYNC_DEVICE void process_chunks(const apply_params& p, const bucket_info& 
   }
 }
 
-template <bool Commit>
+template <process_pass Pass>
 SPARSESYNC_KERNEL void __launch_bounds__(process_threads) apply_process_kernel(apply_params p) {
   const bucket_info& I = *p.info;
-  if (I.status != 0) return;
-  if (I.decode_status != 0 || (Commit && p.state->status != 0)) return;  // refused: nothing staged is trusted
+  if (I.status != 0 || I.decode_status != 0) return;  // refused: nothing staged is trusted
+  if constexpr (Pass == process_pass::commit) {
+    if (p.state->status != 0) return;  // some bucket of the version was refused: write nothing
+    if (blockIdx.x == 0 && threadIdx.x == 0) p.info->written = 1;
+  }
+  if constexpr (Pass == process_pass::undo) {
+    if (!I.written) return;
+  }
   switch (size_of(static_cast<sparsesync::dtype>(I.dtype))) {
-    case 1: process_chunks<std::uint8_t, Commit>(p, I); break;
-    case 2: process_chunks<std::uint16_t, Commit>(p, I); break;
-    default: process_chunks<std::uint32_t, Commit>(p, I); break;
+    case 1: process_chunks<std::uint8_t, Pass>(p, I); break;
+    case 2: process_chunks<std::uint16_t, Pass>(p, I); break;
+    default: process_chunks<std::uint32_t, Pass>(p, I); break;
   }
 }
 
@@ -549,6 +577,7 @@ struct apply_layout {
   std::uint64_t* change_off = nullptr;
   std::uint32_t* stage_pos = nullptr;
   std::uint32_t* stage_val = nullptr;
+  std::uint32_t* stage_old = nullptr;
   std::uint64_t* scan_partials = nullptr;
   std::uint32_t seg_cap = 0;
   std::uint64_t chunk_cap = 0;
@@ -574,12 +603,13 @@ inline apply_layout carve_apply(void* d_temp, const device_layout& layout, std::
   l.change_off = t.take<std::uint64_t>(l.chunk_cap);
   l.stage_pos = t.take<std::uint32_t>(l.stage_cap);
   l.stage_val = t.take<std::uint32_t>(l.stage_cap);
+  if (cfg.keep_old) l.stage_old = t.take<std::uint32_t>(l.stage_cap);
   l.scan_partials = t.take<std::uint64_t>(scan_partials_words);
   l.bytes = t.bytes();
   return l;
 }
 
-enum class apply_phase { verify, commit, commit_after_verify };
+enum class apply_phase { verify, commit, commit_after_verify, undo };
 
 template <class P>
 cudaError_t dispatch_apply(void* d_temp, std::size_t& temp_bytes, const device_layout& layout, void* const* d_model,
@@ -591,14 +621,20 @@ cudaError_t dispatch_apply(void* d_temp, std::size_t& temp_bytes, const device_l
     temp_bytes = l.bytes;
     return cudaSuccess;
   }
-  if (temp_bytes < l.bytes || d_frame == nullptr || d_state == nullptr || d_model == nullptr) return cudaErrorInvalidValue;
+  if (temp_bytes < l.bytes || d_frame == nullptr || d_model == nullptr) return cudaErrorInvalidValue;
+  if (d_state == nullptr && phase != apply_phase::undo) return cudaErrorInvalidValue;  // (the undo pass reads no verdict)
   const bool commit = phase != apply_phase::verify;
-  const apply_params p{d_frame,      frame_bytes, layout,      d_model,     d_state,     l.info,   l.segs,
-                       l.seg_cap,    l.chunk_off, l.chunk_cap, l.change_off, l.stage_pos, l.stage_val, l.stage_cap,
-                       commit,       !cfg.known_base};
+  const apply_params p{d_frame,      frame_bytes, layout,      d_model,     d_state,     l.info,      l.segs,      l.seg_cap,
+                       l.chunk_off,  l.chunk_cap, l.change_off, l.stage_pos, l.stage_val, l.stage_old, l.stage_cap, commit,
+                       !cfg.known_base};
   const int decode_blocks = persistent_blocks(decode_threads);
   const int process_blocks = persistent_blocks(process_threads);
   const int hash_blocks = persistent_blocks(P::detect_hashed::detect_threads);
+  if (phase == apply_phase::undo) {  // the staging of this frame's verify, nothing else: no parse, no verdict
+    apply_process_kernel<process_pass::undo><<<process_blocks, process_threads, 0, stream>>>(p);
+    SPARSESYNC_CUDA_LAUNCH_CHECK(stream);
+    return cudaSuccess;
+  }
   if (phase != apply_phase::commit_after_verify) {
     SPARSESYNC_CUDA_TRY(cudaMemsetAsync(l.info, 0, sizeof(bucket_info), stream));
     apply_parse_kernel<<<1, 256, 0, stream>>>(p);
@@ -619,11 +655,11 @@ cudaError_t dispatch_apply(void* d_temp, std::size_t& temp_bytes, const device_l
     apply_rice_kernel<<<decode_blocks, decode_threads, 0, stream>>>(p);
     SPARSESYNC_CUDA_LAUNCH_CHECK(stream);
     // Verify pass (for a commit that re-parsed, it turns the re-decoded coded values into new bit patterns).
-    apply_process_kernel<false><<<process_blocks, process_threads, 0, stream>>>(p);
+    apply_process_kernel<process_pass::verify><<<process_blocks, process_threads, 0, stream>>>(p);
     SPARSESYNC_CUDA_LAUNCH_CHECK(stream);
   }
   if (commit) {
-    apply_process_kernel<true><<<process_blocks, process_threads, 0, stream>>>(p);
+    apply_process_kernel<process_pass::commit><<<process_blocks, process_threads, 0, stream>>>(p);
     SPARSESYNC_CUDA_LAUNCH_CHECK(stream);
   }
   apply_finish_kernel<<<1, 1, 0, stream>>>(p);
@@ -663,6 +699,18 @@ cudaError_t commit_bucket(void* d_temp, std::size_t temp_bytes, const device_lay
   if (d_temp == nullptr) return cudaErrorInvalidValue;
   return detail::dispatch_apply<Policy>(d_temp, temp_bytes, layout, d_model, d_frame, frame_bytes, d_state, cfg, stream,
                                         right_after_verify ? detail::apply_phase::commit_after_verify : detail::apply_phase::commit);
+}
+
+// Restores the old bits of the elements that commit_bucket wrote for this frame (nothing if that commit did
+// not write): for a version refused after some of its buckets were written. d_temp must hold that bucket's
+// verify and commit (apply_config::keep_old for 4-byte dtypes, the same cfg), and the frame and the model
+// must be unchanged since, apart from that commit.
+template <class Policy = default_policy>
+cudaError_t undo_bucket(void* d_temp, std::size_t temp_bytes, const device_layout& layout, void* const* d_model,
+                        const unsigned char* d_frame, std::size_t frame_bytes, const apply_config& cfg = {}, cudaStream_t stream = nullptr) {
+  if (d_temp == nullptr || d_frame == nullptr || d_model == nullptr) return cudaErrorInvalidValue;
+  std::size_t bytes = temp_bytes;
+  return detail::dispatch_apply<Policy>(d_temp, bytes, layout, d_model, d_frame, frame_bytes, nullptr, cfg, stream, detail::apply_phase::undo);
 }
 
 // After the last bucket's verify_bucket and before any commit: checks that the verified buckets cover the

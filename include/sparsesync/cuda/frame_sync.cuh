@@ -1,19 +1,20 @@
 // GPU-resident sync over a channel of device frames: the trainer's GPU encodes each bucket and sends its
 // frame while it encodes the next one; every worker's GPU verifies the frames and applies them in place.
 // Channels: NCCL broadcast (nccl_sync.cuh) or any sparsesync transport through host memory
-// (transport_frame_channel.cuh).
+// (transport_frame_channel.hpp; for transports that nvcc cannot compile, see frame_channel.hpp).
 //
 // On the channel, one version is: its bucket frames (FORMAT.md section 3), then the 88-byte patch header with
 // the whole-model checksums, which ends the version. Workers check the header against the buckets and against
-// the checksum of the version they hold before anything is written (atomic mode), so a worker that missed a
-// version, or holds other weights, refuses the next one instead of corrupting itself.
+// the checksum of the version they hold, so a worker that missed a version, or holds other weights, refuses
+// the next one instead of corrupting itself: in atomic mode before anything is written, in streamed mode by
+// rolling back the buckets already written (frame_commit_mode).
 #pragma once
 
 #include <sparsesync/cuda/codec.cuh>
+#include <sparsesync/cuda/frame_channel.hpp>
 #include <sparsesync/format/wire.hpp>
 
 #include <chrono>
-#include <concepts>
 #include <cstddef>
 #include <memory>
 #include <optional>
@@ -21,54 +22,6 @@
 
 SPARSESYNC_NS_BEGIN
 namespace cuda {
-
-// A type C is a `device_frame_channel` when (all calls on the channel's own CUDA stream, in the same order on
-// every rank):
-//  1. `c.is_root()` (const) tells whether this rank sends;
-//  2. the root's `c.send(const void* device_data, std::size_t bytes)` enqueues one frame of device memory; the
-//     bytes must stay valid and unchanged until the channel's stream has passed the send;
-//  3. the root's `c.close()` ends the stream of frames;
-//  4. the others' `c.receive_size()` -> std::optional<std::size_t> blocks for the next frame's length, or
-//     returns nothing once the root closed;
-//  5. the others' `c.receive_payload(void* device_data)` enqueues that frame's landing in device memory (at
-//     least the announced length) on the channel's stream.
-template <class C>
-concept device_frame_channel = requires(C& c, const C& cc, const void* src, void* dst, std::size_t n) {
-  { cc.is_root() } -> std::convertible_to<bool>;
-  c.send(src, n);
-  c.close();
-  { c.receive_size() } -> std::same_as<std::optional<std::size_t>>;
-  c.receive_payload(dst);
-};
-
-namespace detail {
-template <class C>
-struct device_frame_channel_diagnostics {
-  static_assert(requires(const C& c) { { c.is_root() } -> std::convertible_to<bool>; },
-                "sparsesync: a device frame channel needs `bool is_root() const;`");
-  static_assert(requires(C& c, const void* p, std::size_t n) { c.send(p, n); },
-                "sparsesync: a device frame channel needs `void send(const void* device_data, std::size_t bytes);`");
-  static_assert(requires(C& c) { c.close(); }, "sparsesync: a device frame channel needs `void close();`");
-  static_assert(requires(C& c) { { c.receive_size() } -> std::same_as<std::optional<std::size_t>>; },
-                "sparsesync: a device frame channel needs `std::optional<std::size_t> receive_size();`");
-  static_assert(requires(C& c, void* p) { c.receive_payload(p); },
-                "sparsesync: a device frame channel needs `void receive_payload(void* device_data);`");
-  static constexpr bool value = device_frame_channel<C>;
-};
-}  // namespace detail
-
-// `static_assert(check_device_frame_channel<C>)` explains what C lacks.
-template <class C>
-inline constexpr bool check_device_frame_channel = detail::device_frame_channel_diagnostics<C>::value;
-
-
-struct frame_publish_stats {
-  std::uint64_t version = 0;
-  std::uint64_t changed = 0;
-  std::uint64_t payload_bytes = 0;  // bucket frames + header, sent once on the channel
-  std::uint64_t target_checksum = 0;
-  double encode_ms = 0;             // from publish() until the last bucket was encoded (broadcasts overlap it)
-};
 
 // Trainer side. `channel` is rooted at this rank; `stream` computes; `channel_stream` is the stream the channel
 // was built with (encoding bucket i + 1 on `stream` overlaps the transfer of bucket i on `channel_stream`).
@@ -185,24 +138,13 @@ class frame_publisher {
   std::uint64_t version_ = 0;
 };
 
-struct frame_received_version {
-  std::uint64_t version = 0;
-  std::uint64_t changed = 0;
-  std::uint64_t payload_bytes = 0;
-  std::uint64_t checksum = 0;  // content checksum of the weights now held
-};
-
 // Worker side. `stream` computes; `channel_stream` is the stream the channel was built with.
 template <class Channel>
 class frame_subscriber {
   static_assert(check_device_frame_channel<Channel>);
 
  public:
-  enum class commit_mode {
-    atomic,    // verify every bucket and the header, then write: readers never see a mix of versions
-    streamed,  // verify and write bucket by bucket as frames arrive (each bucket verified before it is
-               // written; a refused version leaves earlier buckets of it written): for paused engines
-  };
+  using commit_mode = frame_commit_mode;  // atomic or streamed (frame_channel.hpp)
 
   // `held_checksum`: the content checksum of the weights the worker starts from (e.g. the publisher's target
   // checksum of the version it was initialised with); without it the first version re-hashes every bucket.
@@ -221,10 +163,21 @@ class frame_subscriber {
   }
 
   // Receives one version into `d_weights` (device array of tensor pointers). Returns nothing once the
-  // publisher closed the channel; throws sparsesync::error when the version is refused.
+  // publisher closed the channel; throws when the version is refused (sparsesync::error) or the channel
+  // fails, and the weights then hold the previous version, bit for bit, in both commit modes.
   std::optional<frame_received_version> next(void* const* d_weights) {
-    frame_received_version out;
     applier_->begin();
+    try {
+      return receive_version(d_weights);
+    } catch (const std::exception& e) {
+      if (mode_ == commit_mode::streamed) roll_back(d_weights, e.what());
+      throw;
+    }
+  }
+
+ private:
+  std::optional<frame_received_version> receive_version(void* const* d_weights) {
+    frame_received_version out;
     std::vector<std::pair<std::size_t, std::size_t>> frames;
     std::size_t used = 0;
     for (;;) {
@@ -265,14 +218,24 @@ class frame_subscriber {
       }
       throw_on_cuda_error(cudaEventRecord(arrived_, channel_stream_), "cudaEventRecord");
       throw_on_cuda_error(cudaStreamWaitEvent(stream_, arrived_, 0), "cudaStreamWaitEvent");
-      if (mode_ == commit_mode::streamed) applier_->apply(arena_ + used, *size, d_weights);
+      if (mode_ == commit_mode::streamed) applier_->apply_undoable(arena_ + used, *size, d_weights);
       else applier_->verify(arena_ + used, *size, d_weights);
       frames.emplace_back(used, *size);
       used += *size;
     }
   }
 
- private:
+  // Streamed mode, version refused: the buckets written so far get their old bits back (the frames are still
+  // in the arena). If even that fails, the weights are no known version: say so.
+  void roll_back(void* const* d_weights, const char* why) {
+    try {
+      applier_->rollback(d_weights);
+    } catch (const std::exception& e) {
+      throw error(errc::invalid_argument, std::string("frame_subscriber: version refused (") + why + ") and its rollback failed (" + e.what() +
+                                              "): the weights hold no known version");
+    }
+  }
+
   void make_applier() {
     apply_config cfg;
     cfg.known_base = held_.has_value();
@@ -287,6 +250,7 @@ class frame_subscriber {
     const std::size_t cap = std::max<std::size_t>(2 * arena_bytes_, need + (64u << 20));
     throw_on_cuda_error(cudaMalloc(reinterpret_cast<void**>(&bigger), cap), "cudaMalloc");
     if (keep) throw_on_cuda_error(cudaMemcpy(bigger, arena_, keep, cudaMemcpyDeviceToDevice), "cudaMemcpy");
+    if (keep) applier_->frames_moved(arena_, keep, bigger);  // its kept staging points into the frames
     if (arena_) cudaFree(arena_);
     arena_ = bigger;
     arena_bytes_ = cap;
@@ -302,6 +266,42 @@ class frame_subscriber {
   unsigned char* arena_ = nullptr;
   std::size_t arena_bytes_ = 0;
 };
+
+// ---- type-erased handles (frame_channel.hpp): for callers compiled without nvcc ----
+
+// A frame_publisher behind the any_frame_publisher interface, on a device_frame_channel_ref (the referenced
+// channel must outlive the handle). Call it from a .cu file; use the handle anywhere.
+inline std::unique_ptr<any_frame_publisher> make_any_frame_publisher(const model_layout& layout, std::vector<bucket_plan> plans, encode_config cfg,
+                                                                     device_frame_channel_ref channel, cudaStream_t stream,
+                                                                     cudaStream_t channel_stream, double expected_density = 0.02) {
+  struct impl final : any_frame_publisher {
+    impl(const model_layout& l, std::vector<bucket_plan> pl, encode_config c, device_frame_channel_ref ch, cudaStream_t s, cudaStream_t cs, double d)
+        : channel(ch), publisher(l, std::move(pl), c, channel, s, cs, d) {}
+    frame_publish_stats publish(std::uint64_t version, const void* const* d_snapshot, const void* const* d_weights) override {
+      return publisher.publish(version, d_snapshot, d_weights);
+    }
+    void update_snapshot(void* const* d_snapshot) override { publisher.update_snapshot(d_snapshot); }
+    void close() override { publisher.close(); }
+    device_frame_channel_ref channel;  // before the publisher, which keeps a reference to it
+    frame_publisher<device_frame_channel_ref> publisher;
+  };
+  return std::make_unique<impl>(layout, std::move(plans), cfg, channel, stream, channel_stream, expected_density);
+}
+
+// A frame_subscriber behind the any_frame_subscriber interface, on a device_frame_channel_ref.
+inline std::unique_ptr<any_frame_subscriber> make_any_frame_subscriber(const model_layout& layout, device_frame_channel_ref channel,
+                                                                       cudaStream_t stream, cudaStream_t channel_stream,
+                                                                       frame_commit_mode mode = frame_commit_mode::atomic,
+                                                                       std::optional<std::uint64_t> held_checksum = std::nullopt) {
+  struct impl final : any_frame_subscriber {
+    impl(const model_layout& l, device_frame_channel_ref ch, cudaStream_t s, cudaStream_t cs, frame_commit_mode m, std::optional<std::uint64_t> h)
+        : channel(ch), subscriber(l, channel, s, cs, m, h) {}
+    std::optional<frame_received_version> next(void* const* d_weights) override { return subscriber.next(d_weights); }
+    device_frame_channel_ref channel;
+    frame_subscriber<device_frame_channel_ref> subscriber;
+  };
+  return std::make_unique<impl>(layout, channel, stream, channel_stream, mode, held_checksum);
+}
 
 }  // namespace cuda
 SPARSESYNC_NS_END

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <sparsesync/cuda/apply.cuh>
+#include <sparsesync/cuda/cuda_error.hpp>
 #include <sparsesync/cuda/encode.cuh>
 
 #include <optional>
@@ -20,20 +21,6 @@
 
 SPARSESYNC_NS_BEGIN
 namespace cuda {
-
-class cuda_error : public std::runtime_error {
- public:
-  cuda_error(cudaError_t code, const std::string& what)
-      : std::runtime_error("sparsesync cuda: " + what + ": " + cudaGetErrorString(code)), code_(code) {}
-  [[nodiscard]] cudaError_t code() const noexcept { return code_; }
-
- private:
-  cudaError_t code_;
-};
-
-inline void throw_on_cuda_error(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) throw cuda_error(e, what);
-}
 
 // Stream-ordered device allocation that only grows.
 class device_buffer {
@@ -263,7 +250,7 @@ class apply_plan {
   }
 
   void begin() {
-    verified_ = committed_ = 0;
+    verified_ = committed_ = undoable_ = 0;
     throw_on_cuda_error(reset_apply_state(state(), layout_.view(), stream_), "reset_apply_state");
   }
 
@@ -302,6 +289,34 @@ class apply_plan {
                         "verify_bucket");
     throw_on_cuda_error(commit_bucket(temp_.data(), temp_.size(), layout_.view(), d_model, d_frame, frame_bytes, state(), cfg_, true, stream_),
                         "commit_bucket");
+  }
+  // As apply(), but each bucket keeps its own staging (with the old bits) until begin(), so that rollback()
+  // can restore every element written since begin(). 8 bytes of scratch per change (12 for 4-byte dtypes).
+  void apply_undoable(const unsigned char* d_frame, std::size_t frame_bytes, void* const* d_model) {
+    if (committed_ != verified_) throw error(errc::invalid_argument, "apply_plan: apply_undoable after an uncommitted verify");
+    cfg_.keep_old = true;
+    verify(d_frame, frame_bytes, d_model);
+    commit(d_frame, frame_bytes, d_model);  // right after its verify: the kept staging is reused
+    undoable_ = committed_;
+  }
+  // The caller moved the frames of this patch ([from, from + bytes) copied to `to`, the old copy to be freed):
+  // the kept staging refers to frames by address and follows them.
+  void frames_moved(const unsigned char* from, std::size_t bytes, const unsigned char* to) noexcept {
+    const auto lo = reinterpret_cast<std::uintptr_t>(from);
+    for (auto& k : kept_) {
+      const auto at = reinterpret_cast<std::uintptr_t>(k.frame);
+      if (at >= lo && at - lo < bytes) k.frame = to + (at - lo);
+    }
+  }
+  // Writes back the old bits of everything apply_undoable() wrote since begin(), last bucket first; then
+  // waits for the stream. The frames must still hold the same bytes.
+  void rollback(void* const* d_model) {
+    for (std::size_t i = undoable_; i-- > 0;) {
+      const kept_bucket& k = kept_[i];
+      throw_on_cuda_error(undo_bucket(k.temp.data(), k.temp.size(), layout_.view(), d_model, k.frame, k.bytes, k.cfg, stream_), "undo_bucket");
+    }
+    undoable_ = 0;
+    throw_on_cuda_error(cudaStreamSynchronize(stream_), "rollback");
   }
   void check_patch(const patch_header& h, std::optional<std::uint64_t> known_base_checksum = std::nullopt) {
     known_ = known_base_checksum.value_or(0);
@@ -371,6 +386,7 @@ class apply_plan {
   device_buffer temp_, state_;
   std::vector<kept_bucket> kept_;  // per verified bucket of the current patch, reused by the next
   std::size_t verified_ = 0, committed_ = 0;
+  std::size_t undoable_ = 0;  // buckets written by apply_undoable() since begin()
   std::uint64_t known_ = 0;
 };
 

@@ -4,15 +4,22 @@
 // transport on the root, transport -> host -> device on a receiver: the frames are a few MB per bucket, so
 // the copies cost little next to the link, and the transports keep their authentication and integrity checks.
 // The root sends every frame to each of its peers in turn (fan-out); a receiver has one peer, the root.
-// Needs sparsesync::cuda and the transport's target.
+// Host-only (CUDA runtime calls, no kernels): a plain C++ compiler builds it, so it also serves transports
+// that nvcc cannot compile (Boost.Asio); hand it to a publisher or subscriber built by nvcc through a
+// device_frame_channel_ref (frame_channel.hpp). Needs sparsesync::cuda and the transport's target.
 #pragma once
 
-#include <sparsesync/cuda/plan.cuh>
+#include <sparsesync/core/error.hpp>
+#include <sparsesync/cuda/cuda_error.hpp>
+#include <sparsesync/cuda/frame_channel.hpp>
 #include <sparsesync/transport/transport.hpp>
+
+#include <cuda_runtime_api.h>
 
 #include <cstddef>
 #include <optional>
 #include <span>
+#include <string>
 #include <vector>
 
 SPARSESYNC_NS_BEGIN
