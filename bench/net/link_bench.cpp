@@ -21,8 +21,6 @@
 #include <sparsesync/sync/sender.hpp>
 #include <sparsesync/transport/asio_tcp.hpp>
 
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -35,73 +33,13 @@
 #include <thread>
 #include <vector>
 
+#include "link_common.hpp"
+
 namespace ss = sparsesync;
 using namespace std::chrono_literals;
-using clock_type = std::chrono::steady_clock;
-using json = nlohmann::json;
+using namespace link_bench_common;
 
 namespace {
-
-std::string arg(int argc, char** argv, const char* name, const char* fallback) {
-  for (int i = 2; i + 1 < argc; ++i)
-    if (std::strcmp(argv[i], name) == 0) return argv[i + 1];
-  if (!fallback) throw std::runtime_error(std::string("missing ") + name);
-  return fallback;
-}
-std::uint64_t num(int argc, char** argv, const char* name, const char* fallback) { return std::stoull(arg(argc, argv, name, fallback)); }
-
-double since(clock_type::time_point t) { return std::chrono::duration<double>(clock_type::now() - t).count(); }
-
-std::pair<std::string, std::uint16_t> split_endpoint(const std::string& s) {
-  const auto colon = s.rfind(':');
-  if (colon == std::string::npos) throw std::runtime_error("expected ADDR:PORT, got " + s);
-  return {s.substr(0, colon), static_cast<std::uint16_t>(std::stoul(s.substr(colon + 1)))};
-}
-
-ss::asio_tcp_options link_options(const std::string& key_file) {
-  ss::asio_tcp_options o;
-  o.key = ss::load_key_file(key_file);
-  // Let the kernel size the socket buffers (the namespaces' tcp_rmem/tcp_wmem allow 64 MiB): a fixed 4 MiB
-  // window would cap a 10 ms RTT path near 3 Gbit/s.
-  o.socket_buffer_bytes = 0;
-  o.receive_timeout = 300s;
-  return o;
-}
-
-// What the trainer tells the worker at the start of each connection.
-enum class mode : std::uint8_t { prime = 1, sync = 2, dense = 3, quit = 4 };
-struct control {
-  mode m = mode::quit;
-  std::uint64_t hidden = 0, layers = 0, vocab = 0, versions = 0;
-  std::uint64_t round = 0;  // which of the trainer's rounds, for the worker's log
-};
-constexpr char control_magic[8] = {'L', 'B', 'C', 'T', 'R', 'L', '0', '1'};
-
-std::vector<std::byte> encode(const control& c) {
-  std::vector<std::byte> out(8 + 1 + 5 * 8);
-  std::memcpy(out.data(), control_magic, 8);
-  out[8] = static_cast<std::byte>(c.m);
-  const std::uint64_t f[5] = {c.hidden, c.layers, c.vocab, c.versions, c.round};
-  for (int i = 0; i < 5; ++i) ss::detail::store_le<std::uint64_t>(reinterpret_cast<unsigned char*>(out.data()) + 9 + 8 * i, f[i]);
-  return out;
-}
-control decode_control(const std::vector<std::byte>& in) {
-  if (in.size() != 49 || std::memcmp(in.data(), control_magic, 8) != 0) throw std::runtime_error("not a link_bench control frame");
-  control c;
-  c.m = static_cast<mode>(in[8]);
-  std::uint64_t f[5];
-  for (int i = 0; i < 5; ++i) f[i] = ss::detail::load_le<std::uint64_t>(reinterpret_cast<const unsigned char*>(in.data()) + 9 + 8 * i);
-  c.hidden = f[0];
-  c.layers = f[1];
-  c.vocab = f[2];
-  c.versions = f[3];
-  c.round = f[4];
-  return c;
-}
-
-ss::model_layout bench_layout(std::uint64_t hidden, std::uint64_t layers, std::uint64_t vocab) {
-  return ss::gen::make_gpt_like_layout(hidden, layers, vocab);
-}
 
 // ---------------------------------------------------------------- worker
 
@@ -368,13 +306,6 @@ class dense_mode {
   ss::asio_tcp_transport link_;
   std::uint64_t frame_bytes_;
 };
-
-double median_of(const json& rows, const char* key) {
-  std::vector<double> v;
-  for (const auto& r : rows) v.push_back(r.at(key).get<double>());
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0.0 : (v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]));
-}
 
 int run_trainer(int argc, char** argv) {
   const auto [host, port] = split_endpoint(arg(argc, argv, "--connect", nullptr));

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Merges link_bench results (per link rate: the trainer's JSON and the worker's JSON lines) into
-bench/results/net-shaped-link.json and .md."""
+"""Merges link_bench or gpu_link_bench results (per link rate: the trainer's JSON and the worker's JSON lines)
+into bench/results/net-shaped-link[-gpu].json and .md."""
 import argparse
 import datetime
 import json
@@ -52,11 +52,13 @@ def main():
     ap.add_argument("--out-json")
     ap.add_argument("--out-md", required=True)
     ap.add_argument("--from-json", help="rewrite the .md from an earlier --out-json (no new measurement)")
+    ap.add_argument("--kind", choices=["cpu", "gpu"], default="cpu", help="link_bench (host codec) or gpu_link_bench")
+    ap.add_argument("--name", default="net-shaped-link", help="base name of the result files (for the .md's references)")
     ap.add_argument("files", nargs="*", help="pairs: trainer JSON, worker JSON lines")
     a = ap.parse_args()
     if a.from_json:
         doc = json.load(open(a.from_json))
-        write_md(doc, a.out_md)
+        (write_md_gpu if doc.get("kind") == "gpu" else write_md)(doc, a.out_md)
         return
     runs = []
     for i in range(0, len(a.files), 2):
@@ -79,9 +81,81 @@ def main():
         "tcp": "tcp_rmem/tcp_wmem max 64 MiB and tcp_slow_start_after_idle=0 in both namespaces; asio_tcp with a pre-shared key "
                "(HMAC-SHA256 on every frame)",
     }
-    doc = {"machine": machine, "link": link, "runs": runs}
+    if a.kind == "gpu":
+        machine["gpus"] = gpu_names()
+    doc = {"kind": a.kind, "name": a.name, "machine": machine, "link": link, "runs": runs}
     json.dump(doc, open(a.out_json, "w"), indent=2)
-    write_md(doc, a.out_md)
+    (write_md_gpu if a.kind == "gpu" else write_md)(doc, a.out_md)
+
+
+def gpu_names():
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True, text=True, check=True).stdout
+        return [line.strip() for line in out.splitlines() if line.strip()]
+    except (OSError, subprocess.CalledProcessError):
+        return []
+
+
+def write_md_gpu(doc, path):
+    machine, link, runs = doc["machine"], doc["link"], doc["runs"]
+    name = doc.get("name", "net-shaped-link-gpu")
+    m, u = runs[0]["model"], runs[0]["update"]
+    out = ["# Shaped link, GPU weights at both ends: sparse versions against dense BF16 and against the floor", ""]
+    gpus = ", ".join(machine.get("gpus", [])) or "unknown"
+    out.append(f"Machine: {gpus}; {machine['cpu']} ({machine['cores']} cores), Linux {machine['kernel']}. Trainer and worker each "
+               f"on their own GPU (trainer: {runs[0].get('device', '?')}), in two network namespaces. Date: {machine['date']}; "
+               f"source {machine['source']}.")
+    out.append("")
+    out.append(f"Model: GPT-2-shaped, {m['tensors']} tensors, {m['numel'] / 1e6:.1f} M BF16 parameters ({m['dense_bytes'] / 1e6:.1f} MB dense). "
+               f"Update: `gen::adam_bf16_model`, AdamW lr {u['lr']:g}, {u['warmup_steps']} warm-up steps, then {u['versions']} versions, "
+               f"each uploaded into the trainer's device weights before it is sent (where an optimizer step leaves them). "
+               f"GPU codec: `cuda::frame_publisher` ({runs[0].get('encoder', '?')}, ULP values, buckets of "
+               f"{runs[0]['bucket_bytes'] / 2**20:g} MiB) on `cuda::transport_frame_channel<asio_tcp_transport>`; the worker's "
+               f"`cuda::frame_subscriber` verifies every bucket and the closing header, then writes (atomic commit). Dense: the "
+               f"device weights copied to pinned host memory and sent in frames of {runs[0]['dense_frame_bytes'] / 2**20:g} MiB, "
+               "copied into the worker's device weights.")
+    out.append("")
+    out.append(f"Link: {link['topology']}; {link['rate']}; {link['delay']}; {link['tcp']}. "
+               f"Raw data: `{name}.json`. Reproduce: `sudo BENCH=gpu_link_bench bench/net/run_shaped.sh BUILD_DIR` "
+               "(bench/README.md).")
+    out.append("")
+    out.append("Each time is the median over the versions, from the `publish()` call (dense: the first byte) until the worker's "
+               "acknowledgement arrived: the version verified and written into the worker's GPU memory. Floor = payload bytes / link "
+               "rate; target (issue 4): at most 1.15 x floor + 50 ms, and at 1 Gbit/s at least 50x faster than dense.")
+    out.append("")
+    out.append("| link | density | payload | floor | target | sparse, pipelined (GPU encode) | slowest version | one bucket | worker busy | dense | dense goodput | dense / sparse | worker's model after the run |")
+    out.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for r in runs:
+        s, w = r["summary"], r["worker_median_first_byte_to_commit_seconds"]
+        out.append(
+            f"| {r['label']} | {100 * s['median_density']:.2f}% | {s['median_payload_bytes'] / 1e6:.2f} MB | {ms(s['median_floor_seconds'])} ms "
+            f"| {ms(s['target_seconds'])} ms | {ms(s['median_seconds_sparse_pipelined'])} ms ({s['median_encode_seconds_sparse_pipelined'] * 1e3:.2f} ms) "
+            f"| {ms(s['max_seconds_sparse_pipelined'])} ms | {ms(s['median_seconds_sparse_one_bucket'])} ms "
+            f"| {ms(w.get('sparse_pipelined', float('nan')))} ms | {ms(s['median_seconds_dense'])} ms "
+            f"| {s['dense_goodput_gbit']:.2f} Gbit/s | {s['speedup_vs_dense_pipelined']:.1f}x "
+            f"| {'bit-identical (whole-model checksum)' if s['bit_identical'] else '**differs**'} |")
+    out.append("")
+    out.append("\"Worker busy\" is the worker's own time from a version's first byte to its commit (receive, copy to the GPU, verify, "
+               "write). \"Worker's model after the run\": each worker connection hashes its whole device model on the host after the "
+               "last version; the trainer compares it with its own last version (every version is also acknowledged with the "
+               "checksum the GPU verified).")
+    out.append("")
+    out.append("## Reading")
+    out.append("")
+    for r in runs:
+        s = r["summary"]
+        verdict = lambda ok: "met" if ok else "**not met**"
+        speed = s["speedup_vs_dense_pipelined"]
+        line = (f"* **{r['label']}**: pipelined {ms(s['median_seconds_sparse_pipelined'])} ms per version against a target of "
+                f"{ms(s['target_seconds'])} ms: {verdict(s['meets_target_pipelined'])}; the slowest version took "
+                f"{ms(s['max_seconds_sparse_pipelined'])} ms ({verdict(s['max_seconds_sparse_pipelined'] <= s['target_seconds'])} for every "
+                f"version). Dense {ms(s['median_seconds_dense'])} ms: sparse is {speed:.1f}x faster")
+        if r["rate_bits_per_second"] == 1e9:
+            line += f" ({verdict(speed >= 50)} for the 50x target)"
+        line += "."
+        out.append(line)
+    out.append("")
+    open(path, "w").write("\n".join(out) + "\n")
 
 
 def write_md(doc, path):

@@ -4,16 +4,27 @@
 # sch_netem), `tc tbf` shaping each direction to each rate in RATES; link_bench's worker runs in one namespace,
 # its trainer in the other. The namespaces are deleted at the end, also on failure or interruption.
 # Traffic stays between the two namespaces' own addresses (10.231.x.1 <-> 10.231.x.2).
+# BENCH=gpu_link_bench runs the same link with the weights on GPUs (the GPU codec at both ends; on a machine with
+# two GPUs the worker takes the second: WORKER_ENV="CUDA_VISIBLE_DEVICES=1") and writes net-shaped-link-gpu.*.
 #
 #   sudo bench/net/run_shaped.sh BUILD_DIR [RESULTS_DIR]
 #   env: RATES="1gbit 10gbit"  DELAY_MS=5  MODEL="--hidden 768 --layers 12 --vocab 50257"  WARMUP=20  VERSIONS=5
-#        BUCKET_BYTES=16777216
+#        BUCKET_BYTES=16777216  BENCH=link_bench|gpu_link_bench  TRAINER_ENV=  WORKER_ENV=  NAME=net-shaped-link[-gpu]
 set -euo pipefail
 [[ $EUID -eq 0 ]] || { echo "run_shaped.sh: needs root (network namespaces, tc, TUN devices)" >&2; exit 1; }
 build=${1:?usage: run_shaped.sh BUILD_DIR [RESULTS_DIR]}
 results=${2:-$(dirname "$0")/../results}
 bench=$build/bench/net
-[[ -x $bench/link_bench && -x $bench/net_delay_line ]] || { echo "build link_bench and net_delay_line in $build first" >&2; exit 1; }
+BENCH=${BENCH:-link_bench}
+case $BENCH in
+  link_bench) kind=cpu ;;
+  gpu_link_bench) kind=gpu ;;
+  *) echo "BENCH: link_bench or gpu_link_bench" >&2; exit 1 ;;
+esac
+NAME=${NAME:-$([[ $kind == gpu ]] && echo net-shaped-link-gpu || echo net-shaped-link)}
+TRAINER_ENV=${TRAINER_ENV:-}
+WORKER_ENV=${WORKER_ENV:-}
+[[ -x $bench/$BENCH && -x $bench/net_delay_line ]] || { echo "build $BENCH and net_delay_line in $build first" >&2; exit 1; }
 RATES=${RATES:-"1gbit 10gbit"}
 DELAY_MS=${DELAY_MS:-5}
 MODEL=${MODEL:-"--hidden 768 --layers 12 --vocab 50257"}
@@ -71,12 +82,13 @@ for rate in $RATES; do
   ip netns exec "$ns_t" tc qdisc replace dev "$dev_t" root tbf rate "$rate" burst "$burst" latency 50ms
   ip netns exec "$ns_w" tc qdisc replace dev "$dev_w" root tbf rate "$rate" burst "$burst" latency 50ms
   echo "== $rate, ${DELAY_MS} ms each way (tbf burst $burst)"
-  timeout 3600 ip netns exec "$ns_w" "$bench/link_bench" worker --listen "$addr_w:29700" --key-file "$tmp/key" \
+  # shellcheck disable=SC2086
+  timeout 3600 ip netns exec "$ns_w" env $WORKER_ENV "$bench/$BENCH" worker --listen "$addr_w:29700" --key-file "$tmp/key" \
     --log "$tmp/worker-$rate.jsonl" --max-seconds 3500 > "$tmp/worker-$rate.log" 2>&1 &
   worker=$!
   pids+=($worker)
   # shellcheck disable=SC2086
-  timeout 3600 ip netns exec "$ns_t" "$bench/link_bench" trainer --connect "$addr_w:29700" --key-file "$tmp/key" \
+  timeout 3600 ip netns exec "$ns_t" env $TRAINER_ENV "$bench/$BENCH" trainer --connect "$addr_w:29700" --key-file "$tmp/key" \
     --out "$tmp/run-$rate.json" --label "$rate" --rate-gbit "$gbit" --rtt-ms "$rtt_ms" $MODEL --warmup "$WARMUP" \
     --versions "$VERSIONS" --bucket-bytes "$BUCKET_BYTES"
   wait "$worker"
@@ -88,5 +100,6 @@ wait "${pids[0]}" 2>/dev/null || true
 cat "$tmp/delay_line.log"
 
 mkdir -p "$results"
-python3 "$(dirname "$0")/report.py" --delay-ms "$DELAY_MS" --load-at-start "$load_at_start" --out-json "$results/net-shaped-link.json" --out-md "$results/net-shaped-link.md" "${runs[@]}"
-echo "wrote $results/net-shaped-link.json and $results/net-shaped-link.md"
+python3 "$(dirname "$0")/report.py" --kind "$kind" --name "$NAME" --delay-ms "$DELAY_MS" --load-at-start "$load_at_start" \
+  --out-json "$results/$NAME.json" --out-md "$results/$NAME.md" "${runs[@]}"
+echo "wrote $results/$NAME.json and $results/$NAME.md"
