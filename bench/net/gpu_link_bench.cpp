@@ -28,6 +28,7 @@
 #include <sparsesync/gen/tensor_set.hpp>
 
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <memory>
 #include <mutex>
@@ -143,6 +144,32 @@ bool receive_dense(ss::asio_tcp_transport& link, std::vector<unsigned char>& fla
 
 // ---------------------------------------------------------------- worker
 
+// The worker's channel, which notes when the first frame of each version has arrived (for the worker's own
+// busy time: from there to its commit).
+class timed_channel {
+ public:
+  explicit timed_channel(channel& inner) : inner_(inner) {}
+  [[nodiscard]] bool is_root() const { return inner_.is_root(); }
+  void send(const void* p, std::size_t n) { inner_.send(p, n); }
+  void close() { inner_.close(); }
+  std::optional<std::size_t> receive_size() {
+    auto n = inner_.receive_size();
+    if (n && !first_) first_ = clock_type::now();
+    return n;
+  }
+  void receive_payload(void* p) { inner_.receive_payload(p); }
+  // Seconds since the first frame of the version just received; starts the next version.
+  double busy_seconds() {
+    const double s = first_ ? since(*first_) : 0.0;
+    first_.reset();
+    return s;
+  }
+
+ private:
+  channel& inner_;
+  std::optional<clock_type::time_point> first_;
+};
+
 void serve_connection(ss::asio_tcp_transport link, const control c, const ss::model_layout& layout, const std::vector<unsigned char>& initial,
                       std::uint64_t initial_checksum, sc::frame_commit_mode commit, std::ofstream& log,
                       std::mutex& log_mutex) {
@@ -157,22 +184,23 @@ void serve_connection(ss::asio_tcp_transport link, const control c, const ss::mo
   if (c.m == mode::dense) {
     std::vector<unsigned char> flat(layout.bytes());
     for (std::uint64_t v = 0; v < c.versions; ++v) {
-      const auto t0 = clock_type::now();
       if (!receive_dense(link, flat, in)) throw std::runtime_error("dense: the trainer closed early");
+      const auto t0 = clock_type::now();  // (the copy into device memory, after the last frame)
       weights.upload_flat(flat);
       link.send(encode_u64s({v + 2}));
       write_log({{"round", c.round}, {"mode", "dense"}, {"version", v + 2}, {"seconds", since(t0)}});
     }
   } else {
     channel ch(link, cs.s);
-    const auto sub = gpu_link::make_subscriber(layout, sc::device_frame_channel_ref(ch), s.s, cs.s, commit, initial_checksum);
+    timed_channel timed(ch);
+    const auto sub = gpu_link::make_subscriber(layout, sc::device_frame_channel_ref(timed), s.s, cs.s, commit, initial_checksum);
     for (;;) {
-      const auto t0 = clock_type::now();
       const auto got = sub->next(weights.pointers());
       if (!got) break;
+      const double busy = timed.busy_seconds();  // first frame's arrival -> verified and written
       link.send(encode_u64s({got->version, got->checksum}));
       write_log({{"round", c.round}, {"mode", "sync"}, {"version", got->version}, {"changed", got->changed},
-                 {"payload_bytes", got->payload_bytes}, {"seconds", since(t0)}});
+                 {"payload_bytes", got->payload_bytes}, {"seconds", busy}});
     }
   }
   // The whole model, hashed on the host from the device copy: the trainer compares it with its last version.
@@ -509,6 +537,9 @@ int run_trainer(int argc, char** argv) {
 
 int main(int argc, char** argv) try {
   const std::string role = argc > 1 ? argv[1] : "";
+  // Load every kernel when the CUDA context is created rather than at its first launch (CUDA's lazy default),
+  // so that the first measured version does not pay for it; SPARSESYNC_LAZY_MODULES=1 keeps the default.
+  if (!std::getenv("SPARSESYNC_LAZY_MODULES")) setenv("CUDA_MODULE_LOADING", "EAGER", 0);
   if (role == "worker") return run_worker(argc, argv);
   if (role == "trainer") return run_trainer(argc, argv);
   std::fprintf(stderr, "usage: gpu_link_bench worker|trainer ... (see the top of bench/net/gpu_link_bench.cu)\n");

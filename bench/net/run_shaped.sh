@@ -10,6 +10,7 @@
 #   sudo bench/net/run_shaped.sh BUILD_DIR [RESULTS_DIR]
 #   env: RATES="1gbit 10gbit"  DELAY_MS=5  MODEL="--hidden 768 --layers 12 --vocab 50257"  WARMUP=20  VERSIONS=5
 #        BUCKET_BYTES=16777216  BENCH=link_bench|gpu_link_bench  TRAINER_ENV=  WORKER_ENV=  NAME=net-shaped-link[-gpu]
+#        TRAINER_ARGS=  (more trainer options, e.g. "--encoder rice" for gpu_link_bench)
 set -euo pipefail
 [[ $EUID -eq 0 ]] || { echo "run_shaped.sh: needs root (network namespaces, tc, TUN devices)" >&2; exit 1; }
 build=${1:?usage: run_shaped.sh BUILD_DIR [RESULTS_DIR]}
@@ -23,6 +24,7 @@ case $BENCH in
 esac
 NAME=${NAME:-$([[ $kind == gpu ]] && echo net-shaped-link-gpu || echo net-shaped-link)}
 TRAINER_ENV=${TRAINER_ENV:-}
+TRAINER_ARGS=${TRAINER_ARGS:-}
 WORKER_ENV=${WORKER_ENV:-}
 [[ -x $bench/$BENCH && -x $bench/net_delay_line ]] || { echo "build $BENCH and net_delay_line in $build first" >&2; exit 1; }
 RATES=${RATES:-"1gbit 10gbit"}
@@ -90,7 +92,7 @@ for rate in $RATES; do
   # shellcheck disable=SC2086
   timeout 3600 ip netns exec "$ns_t" env $TRAINER_ENV "$bench/$BENCH" trainer --connect "$addr_w:29700" --key-file "$tmp/key" \
     --out "$tmp/run-$rate.json" --label "$rate" --rate-gbit "$gbit" --rtt-ms "$rtt_ms" $MODEL --warmup "$WARMUP" \
-    --versions "$VERSIONS" --bucket-bytes "$BUCKET_BYTES"
+    --versions "$VERSIONS" --bucket-bytes "$BUCKET_BYTES" $TRAINER_ARGS
   wait "$worker"
   ip netns exec "$ns_t" tc -s qdisc show dev "$dev_t" | sed 's/^/  tc: /'
   runs+=("$tmp/run-$rate.json" "$tmp/worker-$rate.jsonl")
