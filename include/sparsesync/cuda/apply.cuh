@@ -15,7 +15,8 @@
 //   commit  (a block per chunk): only if the apply_state is clean, the staged new bit patterns are written in
 //           place (a pure scatter). A commit that does not follow its verify re-parses and re-decodes first.
 //   undo    (a block per chunk, optional): a committed bucket's old bit patterns, kept by its verify, written
-//           back: a version refused after some of its buckets were written is rolled back (undo_bucket).
+//           back: a version refused after some of its buckets were written is rolled back (undo_bucket); a
+//           ULP-coded bucket can instead be decoded again and stepped back (undo_bucket_by_redecode).
 // A malformed payload is refused without any out-of-bounds access: the host checks only the frame length;
 // kernels derive every other bound from validated fields and the caller's layout, decoders read only their
 // chunk's bytes, and staging writes are bounded by the scratch capacity.
@@ -403,9 +404,10 @@ SPARSESYNC_KERNEL void __launch_bounds__(decode_threads) apply_rice_kernel(apply
 // neighbouring elements. Verify: old values, no-op check, checksum deltas, and the new bit patterns replace
 // the coded values in the staging list (the old ones kept beside them). Commit: those new bit patterns are
 // written in place (a pure scatter). Undo: the old bit patterns are written back (a committed bucket of a
-// version refused later). A chunk inside one segment (the usual case) resolves its address once instead of
-// searching per change.
-enum class process_pass { verify, commit, undo };
+// version refused later), from the verify's staging or, for ULP-coded frames, by decoding the frame again and
+// stepping each element back by its delta. A chunk inside one segment (the usual case) resolves its address
+// once instead of searching per change.
+enum class process_pass { verify, commit, undo, undo_ulp };
 
 template <class W, process_pass Pass>
 SPARSESYNC_DEVICE void process_chunks(const apply_params& p, const bucket_info& I) {
@@ -431,6 +433,8 @@ SPARSESYNC_DEVICE void process_chunks(const apply_params& p, const bucket_info& 
       W* ptr = const_cast<W*>(static_cast<const W*>(sg.a)) + rel;
       if constexpr (Pass == process_pass::commit) {
         *ptr = static_cast<W>(p.stage_val[at + j]);
+      } else if constexpr (Pass == process_pass::undo_ulp) {
+        *ptr = apply_ulp_delta<W>(*ptr, static_cast<W>(W(0) - static_cast<W>(p.stage_val[at + j])));
       } else if constexpr (Pass == process_pass::undo) {
         if constexpr (sizeof(W) < 4)
           *ptr = static_cast<W>(p.stage_val[at + j] >> (8 * sizeof(W)));
@@ -470,6 +474,12 @@ SPARSESYNC_KERNEL void __launch_bounds__(process_threads) apply_process_kernel(a
   }
   if constexpr (Pass == process_pass::undo) {
     if (!I.written) return;
+  }
+  if constexpr (Pass == process_pass::undo_ulp) {
+    if (static_cast<value_mode>(I.mode) != value_mode::ulp) {  // (the caller checked; never step by absolute values)
+      fail(&p.info->decode_status, errc::invalid_argument);
+      return;
+    }
   }
   switch (size_of(static_cast<sparsesync::dtype>(I.dtype))) {
     case 1: process_chunks<std::uint8_t, Pass>(p, I); break;
@@ -609,7 +619,7 @@ inline apply_layout carve_apply(void* d_temp, const device_layout& layout, std::
   return l;
 }
 
-enum class apply_phase { verify, commit, commit_after_verify, undo };
+enum class apply_phase { verify, commit, commit_after_verify, undo, undo_by_redecode };
 
 template <class P>
 cudaError_t dispatch_apply(void* d_temp, std::size_t& temp_bytes, const device_layout& layout, void* const* d_model,
@@ -623,6 +633,7 @@ cudaError_t dispatch_apply(void* d_temp, std::size_t& temp_bytes, const device_l
   }
   if (temp_bytes < l.bytes || d_frame == nullptr || d_model == nullptr) return cudaErrorInvalidValue;
   if (d_state == nullptr && phase != apply_phase::undo) return cudaErrorInvalidValue;  // (the undo pass reads no verdict)
+  // A re-decode parses like a commit (its own tiling, no bucket-index check) against a clean state.
   const bool commit = phase != apply_phase::verify;
   const apply_params p{d_frame,      frame_bytes, layout,      d_model,     d_state,     l.info,      l.segs,      l.seg_cap,
                        l.chunk_off,  l.chunk_cap, l.change_off, l.stage_pos, l.stage_val, l.stage_old, l.stage_cap, commit,
@@ -632,6 +643,22 @@ cudaError_t dispatch_apply(void* d_temp, std::size_t& temp_bytes, const device_l
   const int hash_blocks = persistent_blocks(P::detect_hashed::detect_threads);
   if (phase == apply_phase::undo) {  // the staging of this frame's verify, nothing else: no parse, no verdict
     apply_process_kernel<process_pass::undo><<<process_blocks, process_threads, 0, stream>>>(p);
+    SPARSESYNC_CUDA_LAUNCH_CHECK(stream);
+    return cudaSuccess;
+  }
+  if (phase == apply_phase::undo_by_redecode) {
+    SPARSESYNC_CUDA_TRY(cudaMemsetAsync(l.info, 0, sizeof(bucket_info), stream));
+    apply_parse_kernel<<<1, 256, 0, stream>>>(p);
+    SPARSESYNC_CUDA_LAUNCH_CHECK(stream);
+    SPARSESYNC_CUDA_TRY(
+        exclusive_scan(table_loader{d_frame, l.info}, &l.info->C, 0, l.scan_partials, l.chunk_off, &l.info->data_total, stream));
+    SPARSESYNC_CUDA_TRY(
+        exclusive_scan(stage_loader{d_frame, l.info}, &l.info->C, 0, l.scan_partials, l.change_off, &l.info->staged_total, stream));
+    apply_decode_kernel<false><<<decode_blocks, decode_threads, 0, stream>>>(p);
+    SPARSESYNC_CUDA_LAUNCH_CHECK(stream);
+    apply_rice_kernel<<<decode_blocks, decode_threads, 0, stream>>>(p);
+    SPARSESYNC_CUDA_LAUNCH_CHECK(stream);
+    apply_process_kernel<process_pass::undo_ulp><<<process_blocks, process_threads, 0, stream>>>(p);
     SPARSESYNC_CUDA_LAUNCH_CHECK(stream);
     return cudaSuccess;
   }
@@ -711,6 +738,22 @@ cudaError_t undo_bucket(void* d_temp, std::size_t temp_bytes, const device_layou
   if (d_temp == nullptr || d_frame == nullptr || d_model == nullptr) return cudaErrorInvalidValue;
   std::size_t bytes = temp_bytes;
   return detail::dispatch_apply<Policy>(d_temp, bytes, layout, d_model, d_frame, frame_bytes, nullptr, cfg, stream, detail::apply_phase::undo);
+}
+
+// Restores the old bits of a committed ULP-coded frame without any kept staging: decodes the frame again into
+// d_temp and steps every changed element back by its delta (exact: ULP deltas wrap in a bijective key space).
+// d_clean_state: a scratch apply_state just reset by reset_apply_state (not the patch's, which holds its
+// refusal). The frame must have been committed to d_model and nothing written over its elements since. The
+// bucket's parse and decode verdicts land at the start of d_temp (detail::bucket_info: status, decode_status);
+// nonzero ones mean nothing was restored.
+template <class Policy = default_policy>
+cudaError_t undo_bucket_by_redecode(void* d_temp, std::size_t temp_bytes, const device_layout& layout, void* const* d_model,
+                                    const unsigned char* d_frame, std::size_t frame_bytes, apply_state* d_clean_state,
+                                    const apply_config& cfg = {}, cudaStream_t stream = nullptr) {
+  if (d_temp == nullptr || d_clean_state == nullptr) return cudaErrorInvalidValue;
+  std::size_t bytes = temp_bytes;
+  return detail::dispatch_apply<Policy>(d_temp, bytes, layout, d_model, d_frame, frame_bytes, d_clean_state, cfg, stream,
+                                        detail::apply_phase::undo_by_redecode);
 }
 
 // After the last bucket's verify_bucket and before any commit: checks that the verified buckets cover the

@@ -112,11 +112,11 @@ enum class frame_commit_mode {
   // Verify every bucket and the closing header, then write: the weights change only in one short final
   // scatter, so an engine may keep reading them while the frames arrive.
   atomic,
-  // Verify and write bucket by bucket as frames arrive, keeping each written element's old bits; a version
-  // refused later (a bucket, the header, or a channel that ends inside the version) is rolled back to the
-  // old bits before the error is thrown. Readers would see a partly written version: for engines paused
-  // during the update. Faster (the writes overlap the transfer); costs 4 more bytes of scratch per change
-  // of a 4-byte dtype.
+  // Verify and write bucket by bucket as frames arrive; a version refused later (a bucket, the header, or a
+  // channel that ends inside the version) is rolled back to the old bits before the error is thrown (ULP-coded
+  // buckets by decoding their frames again and stepping back, absolute-coded ones from their kept staging:
+  // apply_plan::apply_undoable). Readers would see a partly written version: for engines paused during the
+  // update. Faster (the writes overlap the transfer).
   streamed,
 };
 

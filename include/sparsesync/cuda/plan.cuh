@@ -13,6 +13,8 @@
 #include <sparsesync/cuda/cuda_error.hpp>
 #include <sparsesync/cuda/encode.cuh>
 
+#include <algorithm>
+#include <cstdint>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -244,13 +246,14 @@ struct gpu_apply_report {
 class apply_plan {
  public:
   explicit apply_plan(const model_layout& layout, const apply_config& cfg = {}, cudaStream_t stream = nullptr)
-      : cfg_(cfg), stream_(stream), layout_(layout, stream), temp_(stream), state_(stream) {
+      : cfg_(cfg), stream_(stream), layout_(layout, stream), temp_(stream), state_(stream), undo_state_(stream) {
     state_.reserve(sizeof(apply_state));
     begin();
   }
 
   void begin() {
-    verified_ = committed_ = undoable_ = 0;
+    verified_ = committed_ = 0;
+    undo_log_.clear();
     throw_on_cuda_error(reset_apply_state(state(), layout_.view(), stream_), "reset_apply_state");
   }
 
@@ -283,39 +286,64 @@ class apply_plan {
   // Verifies this bucket and, if nothing has failed so far, writes it (reusing the verify pass's staging).
   void apply(const unsigned char* d_frame, std::size_t frame_bytes, void* const* d_model) {
     size_staging(d_frame, frame_bytes);
-    grow(temp_, frame_bytes);
-    std::size_t b = temp_.size();
-    throw_on_cuda_error(verify_bucket(temp_.data(), b, layout_.view(), d_model, d_frame, frame_bytes, state(), cfg_, stream_),
-                        "verify_bucket");
-    throw_on_cuda_error(commit_bucket(temp_.data(), temp_.size(), layout_.view(), d_model, d_frame, frame_bytes, state(), cfg_, true, stream_),
-                        "commit_bucket");
+    apply_sized(d_frame, frame_bytes, d_model);
   }
-  // As apply(), but each bucket keeps its own staging (with the old bits) until begin(), so that rollback()
-  // can restore every element written since begin(). 8 bytes of scratch per change (12 for 4-byte dtypes).
+  // As apply(), and rollback() can then restore every element written since begin(). A ULP-coded frame
+  // needs no extra memory (the rollback decodes it again and steps back); an absolute-coded one keeps its own
+  // staging with the old bits until begin() (8 bytes per change, 12 for 4-byte dtypes). The frames must
+  // keep their bytes until begin() (see frames_moved()).
   void apply_undoable(const unsigned char* d_frame, std::size_t frame_bytes, void* const* d_model) {
     if (committed_ != verified_) throw error(errc::invalid_argument, "apply_plan: apply_undoable after an uncommitted verify");
-    cfg_.keep_old = true;
-    verify(d_frame, frame_bytes, d_model);
-    commit(d_frame, frame_bytes, d_model);  // right after its verify: the kept staging is reused
-    undoable_ = committed_;
+    size_staging(d_frame, frame_bytes);
+    if (frame_mode_ == value_mode::ulp) {
+      apply_sized(d_frame, frame_bytes, d_model);
+      undo_log_.push_back({d_frame, frame_bytes, no_kept});
+    } else {
+      const bool keep_old = cfg_.keep_old;
+      cfg_.keep_old = true;  // this bucket's kept config (k.cfg) carries it to the commit and the undo
+      verify(d_frame, frame_bytes, d_model);
+      cfg_.keep_old = keep_old;
+      commit(d_frame, frame_bytes, d_model);  // right after its verify: the kept staging is reused
+      undo_log_.push_back({d_frame, frame_bytes, committed_ - 1});
+    }
   }
   // The caller moved the frames of this patch ([from, from + bytes) copied to `to`, the old copy to be freed):
-  // the kept staging refers to frames by address and follows them.
+  // the kept staging and the undo log refer to frames by address and follow them.
   void frames_moved(const unsigned char* from, std::size_t bytes, const unsigned char* to) noexcept {
     const auto lo = reinterpret_cast<std::uintptr_t>(from);
-    for (auto& k : kept_) {
-      const auto at = reinterpret_cast<std::uintptr_t>(k.frame);
-      if (at >= lo && at - lo < bytes) k.frame = to + (at - lo);
-    }
+    const auto follow = [&](const unsigned char*& f) {
+      const auto at = reinterpret_cast<std::uintptr_t>(f);
+      if (at >= lo && at - lo < bytes) f = to + (at - lo);
+    };
+    for (auto& k : kept_) follow(k.frame);
+    for (auto& u : undo_log_) follow(u.frame);
   }
-  // Writes back the old bits of everything apply_undoable() wrote since begin(), last bucket first; then
-  // waits for the stream. The frames must still hold the same bytes.
+  // Writes back the old bits of everything apply_undoable() wrote since begin(), last bucket first, and waits
+  // for the stream. Buckets are written in order and none after the first refusal, so the written ones are
+  // the first `committed` of the patch's verdict.
   void rollback(void* const* d_model) {
-    for (std::size_t i = undoable_; i-- > 0;) {
-      const kept_bucket& k = kept_[i];
-      throw_on_cuda_error(undo_bucket(k.temp.data(), k.temp.size(), layout_.view(), d_model, k.frame, k.bytes, k.cfg, stream_), "undo_bucket");
+    const std::size_t written = std::min<std::size_t>(result().committed, undo_log_.size());
+    for (std::size_t i = written; i-- > 0;) {
+      const undo_entry& u = undo_log_[i];
+      if (u.kept != no_kept) {
+        const kept_bucket& k = kept_[u.kept];
+        throw_on_cuda_error(undo_bucket(k.temp.data(), k.temp.size(), layout_.view(), d_model, k.frame, k.bytes, k.cfg, stream_), "undo_bucket");
+        continue;
+      }
+      size_staging(u.frame, u.bytes);
+      grow(temp_, u.bytes);
+      if (undo_state_.size() < sizeof(apply_state)) undo_state_.reserve(sizeof(apply_state));
+      auto* clean = static_cast<apply_state*>(undo_state_.data());
+      throw_on_cuda_error(reset_apply_state(clean, layout_.view(), stream_), "reset_apply_state");
+      throw_on_cuda_error(undo_bucket_by_redecode(temp_.data(), temp_.size(), layout_.view(), d_model, u.frame, u.bytes, clean, cfg_, stream_),
+                          "undo_bucket_by_redecode");
+      std::int32_t verdict[2] = {0, 0};  // detail::bucket_info starts with status, decode_status
+      throw_on_cuda_error(cudaMemcpyAsync(verdict, temp_.data(), sizeof verdict, cudaMemcpyDeviceToHost, stream_), "read undo verdict");
+      throw_on_cuda_error(cudaStreamSynchronize(stream_), "rollback");
+      if (verdict[0] != 0 || verdict[1] != 0)
+        throw error(static_cast<errc>(verdict[0] != 0 ? verdict[0] : verdict[1]), "apply_plan: a written bucket could not be decoded again to roll it back");
     }
-    undoable_ = 0;
+    undo_log_.clear();
     throw_on_cuda_error(cudaStreamSynchronize(stream_), "rollback");
   }
   void check_patch(const patch_header& h, std::optional<std::uint64_t> known_base_checksum = std::nullopt) {
@@ -349,6 +377,23 @@ class apply_plan {
   }
 
  private:
+  // apply() once size_staging() has read this frame's counts.
+  void apply_sized(const unsigned char* d_frame, std::size_t frame_bytes, void* const* d_model) {
+    grow(temp_, frame_bytes);
+    std::size_t b = temp_.size();
+    throw_on_cuda_error(verify_bucket(temp_.data(), b, layout_.view(), d_model, d_frame, frame_bytes, state(), cfg_, stream_),
+                        "verify_bucket");
+    throw_on_cuda_error(commit_bucket(temp_.data(), temp_.size(), layout_.view(), d_model, d_frame, frame_bytes, state(), cfg_, true, stream_),
+                        "commit_bucket");
+  }
+
+  static constexpr std::size_t no_kept = ~std::size_t{0};
+  struct undo_entry {
+    const unsigned char* frame;
+    std::size_t bytes;
+    std::size_t kept;  // index into kept_, or no_kept: undone by decoding the frame again (ULP-coded)
+  };
+
   struct kept_bucket {
     explicit kept_bucket(cudaStream_t s) : temp(s) {}
     device_buffer temp;
@@ -357,15 +402,18 @@ class apply_plan {
     apply_config cfg;
   };
 
-  // Decoded changes are staged between verify and commit: reads the frame's change and chunk counts (header
-  // bytes 24..35, one stream synchronization) and keeps room for them. The counts are untrusted: they are
+  // Decoded changes are staged between verify and commit: reads the frame's value mode and its change and
+  // chunk counts (header bytes 8..35, one stream synchronization) and keeps room for them. The counts are untrusted: they are
   // capped by what the frame could hold (one bit per change, 8 bytes per chunk entry) and by the layout; the
   // device checks them again and refuses a frame that lied.
   void size_staging(const unsigned char* d_frame, std::size_t frame_bytes) {
     if (frame_bytes < bucket_header_bytes) return;
-    unsigned char h[12] = {};
-    throw_on_cuda_error(cudaMemcpyAsync(h, d_frame + 24, sizeof h, cudaMemcpyDeviceToHost, stream_), "read frame counts");
+    unsigned char hm[28] = {};
+    throw_on_cuda_error(cudaMemcpyAsync(hm, d_frame + 8, sizeof hm, cudaMemcpyDeviceToHost, stream_), "read frame counts");
     throw_on_cuda_error(cudaStreamSynchronize(stream_), "read frame counts");
+    // Untrusted like the counts: a frame whose header lies is refused by the device before anything is written.
+    frame_mode_ = hm[1] == static_cast<unsigned char>(value_mode::ulp) ? value_mode::ulp : value_mode::absolute;
+    const unsigned char* h = hm + 16;
     const std::uint64_t changed = std::min<std::uint64_t>({::sparsesync::detail::load_le<std::uint64_t>(h), 8ull * frame_bytes,
                                                            layout_.view().total_numel});
     const std::uint64_t chunks = std::min<std::uint64_t>(::sparsesync::detail::load_le<std::uint32_t>(h + 8), frame_bytes / 8);
@@ -386,7 +434,9 @@ class apply_plan {
   device_buffer temp_, state_;
   std::vector<kept_bucket> kept_;  // per verified bucket of the current patch, reused by the next
   std::size_t verified_ = 0, committed_ = 0;
-  std::size_t undoable_ = 0;  // buckets written by apply_undoable() since begin()
+  std::vector<undo_entry> undo_log_;  // buckets given to apply_undoable() since begin(), in order
+  device_buffer undo_state_;         // a clean apply_state for undo_bucket_by_redecode
+  value_mode frame_mode_ = value_mode::absolute;  // of the frame size_staging() read last
   std::uint64_t known_ = 0;
 };
 
