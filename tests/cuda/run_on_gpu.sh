@@ -3,11 +3,14 @@
 # then compute-sanitizer memcheck over every case but the two largest, then racecheck over the encode
 # boundary case and the encode -> apply round trip; then frame_sync_tests plainly and under both tools, and
 # frame_sync_tcp_tests plainly and under memcheck. Writes the log to LOG (default: stdout); exits non-zero if any
-# step fails.
+# step fails. SYNC_ONLY=1 runs only the frame_sync steps (their record: tests/cuda/last_frame_sync_run.log).
+# racecheck of frame_sync_tests covers its first case (every version, both commit modes): the corruption cases
+# take minutes under it; memcheck covers all of them.
 #
 #   tests/cuda/run_on_gpu.sh BIN_DIR_WITH_gpu_codec_tests_AND_frame_sync_tests [LOG] [MACHINE_DESCRIPTION]
-#   env: SPARSESYNC_DATA_DIR (the real update stream, ../shared/data/rl-gpt2-small-lr1e-6 or a copy)
+#   env: SPARSESYNC_DATA_DIR (the real update stream, ../shared/data/rl-gpt2-small-lr1e-6 or a copy), SYNC_ONLY
 set -uo pipefail
+sync_only=${SYNC_ONLY:-0}
 bin=${1:?usage: run_on_gpu.sh BIN_DIR [LOG] [MACHINE]}
 log=${2:-/dev/stdout}
 machine=${3:-"(not given)"}
@@ -22,6 +25,7 @@ rc=0
   nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,driver_version --format=csv | sed 's/^/#   /'
   echo "# commands (SPARSESYNC_DATA_DIR pointing at a copy of shared/data/rl-gpt2-small-lr1e-6): tests/cuda/run_on_gpu.sh"
   echo
+  if [[ $sync_only != 1 ]]; then
   echo "===== gpu_codec_tests --duration=true ====="
   "$tests" --duration=true || rc=1
   echo
@@ -31,11 +35,12 @@ rc=0
   echo "===== compute-sanitizer --tool racecheck (quick mode: boundary-size byte identity, every encode kernel; encode -> apply round trip) ====="
   SPARSESYNC_GPU_TEST_QUICK=1 "$sanitizer" --tool racecheck --error-exitcode 9 "$tests" -tc='*boundaries*,*round trip*' || rc=1
   echo
+  fi
   if [[ -x $bin/frame_sync_tests ]]; then
     echo "===== frame_sync_tests (GPU weights over a host transport), then under memcheck and racecheck ====="
     "$bin/frame_sync_tests" --duration=true || rc=1
     "$sanitizer" --tool memcheck --error-exitcode 9 "$bin/frame_sync_tests" || rc=1
-    "$sanitizer" --tool racecheck --error-exitcode 9 "$bin/frame_sync_tests" || rc=1
+    "$sanitizer" --tool racecheck --error-exitcode 9 "$bin/frame_sync_tests" -tc='*every version*' || rc=1
     echo
   fi
   if [[ -x $bin/frame_sync_tcp_tests ]]; then
