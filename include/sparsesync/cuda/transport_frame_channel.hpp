@@ -16,6 +16,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <optional>
 #include <span>
@@ -53,11 +54,14 @@ class transport_frame_channel {
     for (const Transport* p : peers_)
       if (bytes > p->max_frame_size()) throw error(errc::invalid_argument, "transport_frame_channel: frame above the transport's limit");
     if (bytes > pinned_bytes_) {
+      // Pinning is slow (it maps and locks pages): grow with headroom, so that frames a little larger than
+      // the last ones (the next version's) do not pin again.
+      const std::size_t cap = std::max(bytes + bytes / 4, 2 * pinned_bytes_);
       if (pinned_) cudaFreeHost(pinned_);
       pinned_ = nullptr;
       pinned_bytes_ = 0;
-      throw_on_cuda_error(cudaMallocHost(&pinned_, bytes), "cudaMallocHost");
-      pinned_bytes_ = bytes;
+      throw_on_cuda_error(cudaMallocHost(&pinned_, cap), "cudaMallocHost");
+      pinned_bytes_ = cap;
     }
     throw_on_cuda_error(cudaMemcpyAsync(pinned_, device_data, bytes, cudaMemcpyDeviceToHost, stream_), "copy frame to host");
     throw_on_cuda_error(cudaStreamSynchronize(stream_), "copy frame to host");
