@@ -54,10 +54,15 @@ def main():
     ap.add_argument("--from-json", help="rewrite the .md from an earlier --out-json (no new measurement)")
     ap.add_argument("--kind", choices=["cpu", "gpu"], default="cpu", help="link_bench (host codec) or gpu_link_bench")
     ap.add_argument("--name", default="net-shaped-link", help="base name of the result files (for the .md's references)")
+    ap.add_argument("--source", help="with --from-json: the source revision the binaries were built from (when the run's "
+                                     "machine could not tell)")
     ap.add_argument("files", nargs="*", help="pairs: trainer JSON, worker JSON lines")
     a = ap.parse_args()
     if a.from_json:
         doc = json.load(open(a.from_json))
+        if a.source:
+            doc["machine"]["source"] = a.source
+            json.dump(doc, open(a.from_json, "w"), indent=2)
         (write_md_gpu if doc.get("kind") == "gpu" else write_md)(doc, a.out_md)
         return
     runs = []
@@ -96,6 +101,14 @@ def gpu_names():
         return []
 
 
+def first_and_slowest_rest(run):
+    """The first measured sparse version's time, and the slowest of the others (pipelined)."""
+    rows = sorted(run["sparse_pipelined"], key=lambda row: row["version"])
+    first = rows[0]["seconds"]
+    rest = max((row["seconds"] for row in rows[1:]), default=first)
+    return first, rest
+
+
 def write_md_gpu(doc, path):
     machine, link, runs = doc["machine"], doc["link"], doc["runs"]
     name = doc.get("name", "net-shaped-link-gpu")
@@ -123,20 +136,21 @@ def write_md_gpu(doc, path):
                "acknowledgement arrived: the version verified and written into the worker's GPU memory. Floor = payload bytes / link "
                "rate; target (issue 4): at most 1.15 x floor + 50 ms, and at 1 Gbit/s at least 50x faster than dense.")
     out.append("")
-    out.append("| link | density | payload | floor | target | sparse, pipelined (GPU encode) | slowest version | one bucket | worker busy | dense | dense goodput | dense / sparse | worker's model after the run |")
-    out.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    out.append("| link | density | payload | floor | target | sparse, pipelined (GPU encode) | slowest after the first | first version | one bucket | worker busy | dense | dense goodput | dense / sparse | worker's model after the run |")
+    out.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in runs:
         s, w = r["summary"], r["worker_median_first_byte_to_commit_seconds"]
+        first, rest = first_and_slowest_rest(r)
         out.append(
             f"| {r['label']} | {100 * s['median_density']:.2f}% | {s['median_payload_bytes'] / 1e6:.2f} MB | {ms(s['median_floor_seconds'])} ms "
             f"| {ms(s['target_seconds'])} ms | {ms(s['median_seconds_sparse_pipelined'])} ms ({s['median_encode_seconds_sparse_pipelined'] * 1e3:.2f} ms) "
-            f"| {ms(s['max_seconds_sparse_pipelined'])} ms | {ms(s['median_seconds_sparse_one_bucket'])} ms "
+            f"| {ms(rest)} ms | {ms(first)} ms | {ms(s['median_seconds_sparse_one_bucket'])} ms "
             f"| {ms(w.get('sparse_pipelined', float('nan')))} ms | {ms(s['median_seconds_dense'])} ms "
             f"| {s['dense_goodput_gbit']:.2f} Gbit/s | {s['speedup_vs_dense_pipelined']:.1f}x "
             f"| {'bit-identical (whole-model checksum)' if s['bit_identical'] else '**differs**'} |")
     out.append("")
-    out.append("\"Worker busy\" is the worker's own time from a version's first byte to its commit (receive, copy to the GPU, verify, "
-               "write). \"Worker's model after the run\": each worker connection hashes its whole device model on the host after the "
+    out.append("\"Worker busy\" is the worker's own time from the arrival of a version's first frame to its commit (receive, copy to "
+               "the GPU, verify, write). \"Worker's model after the run\": each worker connection hashes its whole device model on the host after the "
                "last version; the trainer compares it with its own last version (every version is also acknowledged with the "
                "checksum the GPU verified).")
     out.append("")
@@ -146,14 +160,27 @@ def write_md_gpu(doc, path):
         s = r["summary"]
         verdict = lambda ok: "met" if ok else "**not met**"
         speed = s["speedup_vs_dense_pipelined"]
-        line = (f"* **{r['label']}**: pipelined {ms(s['median_seconds_sparse_pipelined'])} ms per version against a target of "
-                f"{ms(s['target_seconds'])} ms: {verdict(s['meets_target_pipelined'])}; the slowest version took "
-                f"{ms(s['max_seconds_sparse_pipelined'])} ms ({verdict(s['max_seconds_sparse_pipelined'] <= s['target_seconds'])} for every "
-                f"version). Dense {ms(s['median_seconds_dense'])} ms: sparse is {speed:.1f}x faster")
+        first, rest = first_and_slowest_rest(r)
+        line = (f"* **{r['label']}**: pipelined {ms(s['median_seconds_sparse_pipelined'])} ms per version (median) against a target of "
+                f"{ms(s['target_seconds'])} ms: {verdict(s['meets_target_pipelined'])}; every version after the first "
+                f"{'within it' if rest <= s['target_seconds'] else '**not** within it'} (slowest {ms(rest)} ms); the first sparse version "
+                f"took {ms(first)} ms. Dense {ms(s['median_seconds_dense'])} ms: sparse is {speed:.1f}x faster")
         if r["rate_bits_per_second"] == 1e9:
             line += f" ({verdict(speed >= 50)} for the 50x target)"
         line += "."
         out.append(line)
+    out.append("")
+    out.append("Notes:")
+    out.append("")
+    out.append("* The first sparse version of a connection is slower on every path here (one bucket too) while the GPU encode "
+               "inside it takes as long as later ones: the first use of each end's buffers (device scratch, pinned staging, the "
+               "worker's frame arena) happens in it. This run does not break that time down further.")
+    for r in runs:
+        g = r["summary"]["dense_goodput_gbit"]
+        if g < 0.8 * r["rate_bits_per_second"] / 1e9:
+            out.append(f"* The emulated {r['label']} link carried dense BF16 at only {g:.2f} Gbit/s (the userspace delay line and the "
+                       "per-frame HMAC cap it), so the dense baseline there is slower than on a real link of that rate and the ratio at "
+                       "this rate is flattered by that factor; the sparse figures (2-3 MB per version) are not affected.")
     out.append("")
     open(path, "w").write("\n".join(out) + "\n")
 

@@ -23,7 +23,7 @@ rc=0
   echo "# date: $(date -u '+%Y-%m-%d %H:%M UTC'), machine: $machine"
   echo "# card:"
   nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,driver_version --format=csv | sed 's/^/#   /'
-  echo "# commands (SPARSESYNC_DATA_DIR pointing at a copy of shared/data/rl-gpt2-small-lr1e-6): tests/cuda/run_on_gpu.sh"
+  echo "# commands (SPARSESYNC_DATA_DIR pointing at a copy of shared/data/rl-gpt2-small-lr1e-6): SYNC_ONLY=$sync_only tests/cuda/run_on_gpu.sh"
   echo
   if [[ $sync_only != 1 ]]; then
   echo "===== gpu_codec_tests --duration=true ====="
