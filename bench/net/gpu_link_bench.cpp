@@ -230,55 +230,28 @@ int run_worker(int argc, char** argv) {
   std::optional<ss::model_layout> layout;
   std::vector<unsigned char> initial;
   std::uint64_t initial_checksum = 0;
-  std::vector<std::thread> threads;
-  std::vector<std::string> errors(64);
-  while (clock_type::now() < end && threads.size() < errors.size()) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - clock_type::now());
-    auto link = listener.accept(std::max(left, std::chrono::milliseconds(1)));
+  const auto prime = [&](ss::asio_tcp_transport link, const control& c) {  // version 1, dense: every later connection's start
+    layout = bench_layout(c.hidden, c.layers, c.vocab);
+    initial.assign(layout->bytes(), 0);
     std::vector<std::byte> in;
-    if (!link.receive(in)) continue;
-    const control c = decode_control(in);
-    if (c.m == mode::quit) {
-      link.close();
-      break;
+    if (!receive_dense(link, initial, in)) throw std::runtime_error("prime: the trainer closed early");
+    ss::gen::tensor_set w(*layout);
+    auto views = w.mutable_views();
+    std::uint64_t at = 0;
+    for (std::size_t t = 0; t < layout->size(); ++t) {
+      std::memcpy(views[t].data, initial.data() + at, (*layout)[t].bytes());
+      at += (*layout)[t].bytes();
     }
-    if (c.m == mode::prime) {  // version 1, dense: every later connection's starting point
-      layout = bench_layout(c.hidden, c.layers, c.vocab);
-      initial.assign(layout->bytes(), 0);
-      if (!receive_dense(link, initial, in)) throw std::runtime_error("prime: the trainer closed early");
-      ss::gen::tensor_set w(*layout);
-      auto views = w.mutable_views();
-      std::uint64_t at = 0;
-      for (std::size_t t = 0; t < layout->size(); ++t) {
-        std::memcpy(views[t].data, initial.data() + at, (*layout)[t].bytes());
-        at += (*layout)[t].bytes();
-      }
-      initial_checksum = checksum_of(w);
-      link.send(encode_u64s({1, initial_checksum}));
-      std::printf("worker: version 1 received in full\n");
-      std::fflush(stdout);
-      while (link.receive(in)) {
-      }
-      continue;
+    initial_checksum = checksum_of(w);
+    link.send(encode_u64s({1, initial_checksum}));
+    std::printf("worker: version 1 received in full\n");
+    std::fflush(stdout);
+    while (link.receive(in)) {
     }
-    if (!layout) throw std::runtime_error("a measuring connection before the prime connection");
-    const std::size_t slot = threads.size();
-    threads.emplace_back([&, slot, c, link = std::move(link)]() mutable {
-      try {
-        serve_connection(std::move(link), c, *layout, initial, initial_checksum, commit, log, log_mutex);
-      } catch (const std::exception& e) {
-        errors[slot] = e.what();
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  int rc = 0;
-  for (const auto& e : errors)
-    if (!e.empty()) {
-      std::fprintf(stderr, "worker: %s\n", e.c_str());
-      rc = 1;
-    }
-  return rc;
+  };
+  return worker_accept_loop(listener, end, prime, [&](ss::asio_tcp_transport link, const control& c) {
+    serve_connection(std::move(link), c, *layout, initial, initial_checksum, commit, log, log_mutex);
+  });
 }
 
 // ---------------------------------------------------------------- trainer

@@ -98,46 +98,18 @@ int run_worker(int argc, char** argv) {
 
   std::optional<ss::model_layout> layout;
   std::optional<ss::gen::tensor_set> initial;
-  std::vector<std::thread> threads;
-  std::vector<std::string> errors(64);
-  while (clock_type::now() < end && threads.size() < errors.size()) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - clock_type::now());
-    auto link = listener.accept(std::max(left, std::chrono::milliseconds(1)));
-    std::vector<std::byte> in;
-    if (!link.receive(in)) continue;
-    const control c = decode_control(in);
-    if (c.m == mode::quit) {
-      link.close();
-      break;
-    }
-    if (c.m == mode::prime) {  // version 1 in full, kept as every later connection's starting point
-      layout = bench_layout(c.hidden, c.layers, c.vocab);
-      ss::gen::tensor_set w(*layout);
-      auto views = w.mutable_views();
-      ss::sync::receiver<ss::asio_tcp_transport> rx(*layout, views, std::move(link));
-      while (auto v = rx.next()) std::printf("worker: version %llu received in full\n", static_cast<unsigned long long>(v->version));
-      rx.close();
-      initial = std::move(w);
-      continue;
-    }
-    if (!initial) throw std::runtime_error("a measuring connection before the prime connection");
-    const std::size_t slot = threads.size();
-    threads.emplace_back([&, slot, c, link = std::move(link)]() mutable {
-      try {
-        serve_connection(std::move(link), c, *layout, *initial, log, log_mutex);
-      } catch (const std::exception& e) {
-        errors[slot] = e.what();
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  int rc = 0;
-  for (const auto& e : errors)
-    if (!e.empty()) {
-      std::fprintf(stderr, "worker: %s\n", e.c_str());
-      rc = 1;
-    }
-  return rc;
+  const auto prime = [&](ss::asio_tcp_transport link, const control& c) {  // version 1 in full, every later connection's start
+    layout = bench_layout(c.hidden, c.layers, c.vocab);
+    ss::gen::tensor_set w(*layout);
+    auto views = w.mutable_views();
+    ss::sync::receiver<ss::asio_tcp_transport> rx(*layout, views, std::move(link));
+    while (auto v = rx.next()) std::printf("worker: version %llu received in full\n", static_cast<unsigned long long>(v->version));
+    rx.close();
+    initial = std::move(w);
+  };
+  return worker_accept_loop(listener, end, prime, [&](ss::asio_tcp_transport link, const control& c) {
+    serve_connection(std::move(link), c, *layout, *initial, log, log_mutex);
+  });
 }
 
 // ---------------------------------------------------------------- trainer

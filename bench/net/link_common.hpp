@@ -12,9 +12,11 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -91,6 +93,49 @@ inline double median_of(const json& rows, const char* key) {
   for (const auto& r : rows) v.push_back(r.at(key).get<double>());
   std::sort(v.begin(), v.end());
   return v.empty() ? 0.0 : (v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]));
+}
+
+// The worker's side of a run: accepts connections until the trainer's quit or `end`. Each opens with the
+// trainer's control frame; `prime(link, c)` handles the prime connection (version 1, before any other) in line,
+// `serve(link, c)` each measuring connection on its own thread. Returns the exit code (1 if any connection failed).
+template <class Prime, class Serve>
+int worker_accept_loop(ss::asio_tcp_listener& listener, clock_type::time_point end, Prime&& prime, Serve&& serve) {
+  std::vector<std::thread> threads;
+  std::vector<std::string> errors(64);
+  bool primed = false;
+  while (clock_type::now() < end && threads.size() < errors.size()) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - clock_type::now());
+    auto link = listener.accept(std::max(left, std::chrono::milliseconds(1)));
+    std::vector<std::byte> in;
+    if (!link.receive(in)) continue;
+    const control c = decode_control(in);
+    if (c.m == mode::quit) {
+      link.close();
+      break;
+    }
+    if (c.m == mode::prime) {
+      prime(std::move(link), c);
+      primed = true;
+      continue;
+    }
+    if (!primed) throw std::runtime_error("a measuring connection before the prime connection");
+    const std::size_t slot = threads.size();
+    threads.emplace_back([&, slot, c, link = std::move(link)]() mutable {
+      try {
+        serve(std::move(link), c);
+      } catch (const std::exception& e) {
+        errors[slot] = e.what();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  int rc = 0;
+  for (const auto& e : errors)
+    if (!e.empty()) {
+      std::fprintf(stderr, "worker: %s\n", e.c_str());
+      rc = 1;
+    }
+  return rc;
 }
 
 }  // namespace link_bench_common

@@ -646,22 +646,6 @@ cudaError_t dispatch_apply(void* d_temp, std::size_t& temp_bytes, const device_l
     SPARSESYNC_CUDA_LAUNCH_CHECK(stream);
     return cudaSuccess;
   }
-  if (phase == apply_phase::undo_by_redecode) {
-    SPARSESYNC_CUDA_TRY(cudaMemsetAsync(l.info, 0, sizeof(bucket_info), stream));
-    apply_parse_kernel<<<1, 256, 0, stream>>>(p);
-    SPARSESYNC_CUDA_LAUNCH_CHECK(stream);
-    SPARSESYNC_CUDA_TRY(
-        exclusive_scan(table_loader{d_frame, l.info}, &l.info->C, 0, l.scan_partials, l.chunk_off, &l.info->data_total, stream));
-    SPARSESYNC_CUDA_TRY(
-        exclusive_scan(stage_loader{d_frame, l.info}, &l.info->C, 0, l.scan_partials, l.change_off, &l.info->staged_total, stream));
-    apply_decode_kernel<false><<<decode_blocks, decode_threads, 0, stream>>>(p);
-    SPARSESYNC_CUDA_LAUNCH_CHECK(stream);
-    apply_rice_kernel<<<decode_blocks, decode_threads, 0, stream>>>(p);
-    SPARSESYNC_CUDA_LAUNCH_CHECK(stream);
-    apply_process_kernel<process_pass::undo_ulp><<<process_blocks, process_threads, 0, stream>>>(p);
-    SPARSESYNC_CUDA_LAUNCH_CHECK(stream);
-    return cudaSuccess;
-  }
   if (phase != apply_phase::commit_after_verify) {
     SPARSESYNC_CUDA_TRY(cudaMemsetAsync(l.info, 0, sizeof(bucket_info), stream));
     apply_parse_kernel<<<1, 256, 0, stream>>>(p);
@@ -681,6 +665,11 @@ cudaError_t dispatch_apply(void* d_temp, std::size_t& temp_bytes, const device_l
     SPARSESYNC_CUDA_LAUNCH_CHECK(stream);
     apply_rice_kernel<<<decode_blocks, decode_threads, 0, stream>>>(p);
     SPARSESYNC_CUDA_LAUNCH_CHECK(stream);
+    if (phase == apply_phase::undo_by_redecode) {  // the coded deltas, stepped back; no verdict
+      apply_process_kernel<process_pass::undo_ulp><<<process_blocks, process_threads, 0, stream>>>(p);
+      SPARSESYNC_CUDA_LAUNCH_CHECK(stream);
+      return cudaSuccess;
+    }
     // Verify pass (for a commit that re-parsed, it turns the re-decoded coded values into new bit patterns).
     apply_process_kernel<process_pass::verify><<<process_blocks, process_threads, 0, stream>>>(p);
     SPARSESYNC_CUDA_LAUNCH_CHECK(stream);
