@@ -368,24 +368,16 @@ class dense_mode {
 };
 
 int run_trainer(int argc, char** argv) {
-  const auto [host, port] = split_endpoint(arg(argc, argv, "--connect", nullptr));
-  const auto opts = link_options(arg(argc, argv, "--key-file", nullptr));
-  const std::string out = arg(argc, argv, "--out", nullptr);
-  const std::string label = arg(argc, argv, "--label", "link");
-  const double rate_bits = std::stod(arg(argc, argv, "--rate-gbit", "1")) * 1e9;
-  control c;
-  c.hidden = num(argc, argv, "--hidden", "768");
-  c.layers = num(argc, argv, "--layers", "12");
-  c.vocab = num(argc, argv, "--vocab", "50257");
-  const auto warmup = num(argc, argv, "--warmup", "20");
-  const auto versions = num(argc, argv, "--versions", "5");
-  const auto bucket_bytes = num(argc, argv, "--bucket-bytes", "16777216");
-  const auto frame_bytes = num(argc, argv, "--dense-frame-bytes", "16777216");
+  const auto o = read_trainer_options(argc, argv);
+  const std::string& host = o.host;
+  const std::uint16_t port = o.port;
+  const ss::asio_tcp_options& opts = o.link;
+  const std::string& label = o.label;
+  const double rate_bits = o.rate_bits;
+  control c = o.c;
+  const std::uint64_t warmup = o.warmup, versions = o.versions, bucket_bytes = o.bucket_bytes, frame_bytes = o.frame_bytes;
   const auto encoder = ss::parse_encoder_name(arg(argc, argv, "--encoder", "delta_varint"));
   if (!encoder) throw std::runtime_error("--encoder: delta_varint, raw_index32, bitmap or rice");
-  ss::gen::adam_bf16_options gopt;
-  gopt.seed = 1;
-  gopt.lr = std::stod(arg(argc, argv, "--lr", "1e-6"));
 
   const auto layout = bench_layout(c.hidden, c.layers, c.vocab);
   cudaDeviceProp prop{};
@@ -394,27 +386,10 @@ int run_trainer(int argc, char** argv) {
               static_cast<double>(layout.numel()) / 1e6, static_cast<double>(layout.bytes()) / 1e6, static_cast<unsigned long long>(warmup),
               static_cast<unsigned long long>(versions), std::string(ss::encoder_name(*encoder)).c_str());
   std::fflush(stdout);
-  std::vector<ss::gen::tensor_set> stream;  // stream[i] is version i + 1
-  {
-    const auto t0 = clock_type::now();
-    ss::gen::adam_bf16_model model(layout, gopt);
-    model.step(warmup);  // Adam's first steps move far more elements than the steady state
-    stream.push_back(model.snapshot());
-    for (std::uint64_t v = 0; v < versions; ++v) {
-      model.step();
-      stream.push_back(model.snapshot());
-    }
-    std::printf("trainer[%s]: update stream generated in %.1f s\n", label.c_str(), since(t0));
-  }
+  const std::vector<ss::gen::tensor_set> stream = generate_stream(layout, o);  // stream[i] is version i + 1
 
-  json result;
-  result["label"] = label;
+  json result = describe_run(o, layout);
   result["device"] = prop.name;
-  result["rate_bits_per_second"] = rate_bits;
-  result["rtt_ms_nominal"] = std::stod(arg(argc, argv, "--rtt-ms", "0"));
-  result["model"] = {{"layout", "gpt2-like"}, {"hidden", c.hidden}, {"layers", c.layers}, {"vocab", c.vocab}, {"tensors", layout.size()},
-                     {"numel", layout.numel()}, {"dense_bytes", layout.bytes()}};
-  result["update"] = {{"generator", "gen::adam_bf16_model"}, {"lr", gopt.lr}, {"warmup_steps", warmup}, {"versions", versions}};
   result["encoder"] = std::string(ss::encoder_name(*encoder));
   result["bucket_bytes"] = bucket_bytes;
   result["dense_frame_bytes"] = frame_bytes;
@@ -497,7 +472,7 @@ int run_trainer(int argc, char** argv) {
       {"meets_target_pipelined", pipelined_s <= 1.15 * floor_s + 0.050},
       {"bit_identical", identical},
   };
-  std::ofstream(out) << result.dump(2) << "\n";
+  std::ofstream(o.out) << result.dump(2) << "\n";
   std::printf("trainer[%s]: summary %s\n", label.c_str(), result["summary"].dump().c_str());
   if (!identical) {
     std::fprintf(stderr, "trainer[%s]: a worker's final model differs from the trainer's\n", label.c_str());

@@ -280,22 +280,14 @@ class dense_mode {
 };
 
 int run_trainer(int argc, char** argv) {
-  const auto [host, port] = split_endpoint(arg(argc, argv, "--connect", nullptr));
-  const auto opts = link_options(arg(argc, argv, "--key-file", nullptr));
-  const std::string out = arg(argc, argv, "--out", nullptr);
-  const std::string label = arg(argc, argv, "--label", "link");
-  const double rate_bits = std::stod(arg(argc, argv, "--rate-gbit", "1")) * 1e9;
-  control c;
-  c.hidden = num(argc, argv, "--hidden", "768");
-  c.layers = num(argc, argv, "--layers", "12");
-  c.vocab = num(argc, argv, "--vocab", "50257");
-  const auto warmup = num(argc, argv, "--warmup", "20");
-  const auto versions = num(argc, argv, "--versions", "5");
-  const auto bucket_bytes = num(argc, argv, "--bucket-bytes", "16777216");
-  const auto frame_bytes = num(argc, argv, "--dense-frame-bytes", "16777216");
-  ss::gen::adam_bf16_options gopt;
-  gopt.seed = 1;
-  gopt.lr = std::stod(arg(argc, argv, "--lr", "1e-6"));
+  const auto o = read_trainer_options(argc, argv);
+  const std::string& host = o.host;
+  const std::uint16_t port = o.port;
+  const ss::asio_tcp_options& opts = o.link;
+  const std::string& label = o.label;
+  const double rate_bits = o.rate_bits;
+  control c = o.c;
+  const std::uint64_t warmup = o.warmup, versions = o.versions, bucket_bytes = o.bucket_bytes, frame_bytes = o.frame_bytes;
 
   const auto layout = bench_layout(c.hidden, c.layers, c.vocab);
   std::printf("trainer[%s]: %.1f M BF16 parameters (%.1f MB), %llu warm-up steps, %llu versions\n", label.c_str(),
@@ -303,27 +295,8 @@ int run_trainer(int argc, char** argv) {
               static_cast<unsigned long long>(versions));
   std::fflush(stdout);
   stream s;
-  {
-    const auto t0 = clock_type::now();
-    ss::gen::adam_bf16_model model(layout, gopt);
-    model.step(warmup);  // Adam's first steps move far more elements than the steady state
-    s.versions.push_back(model.snapshot());
-    for (std::uint64_t v = 0; v < versions; ++v) {
-      model.step();
-      s.versions.push_back(model.snapshot());
-    }
-    std::printf("trainer[%s]: update stream generated in %.1f s\n", label.c_str(), since(t0));
-  }
-
-  json result;
-  result["label"] = label;
-  result["rate_bits_per_second"] = rate_bits;
-  result["rtt_ms_nominal"] = std::stod(arg(argc, argv, "--rtt-ms", "0"));
-  result["model"] = {{"layout", "gpt2-like"}, {"hidden", c.hidden}, {"layers", c.layers}, {"vocab", c.vocab}, {"tensors", layout.size()},
-                     {"numel", layout.numel()}, {"dense_bytes", layout.bytes()}};
-  result["update"] = {{"generator", "gen::adam_bf16_model"}, {"lr", gopt.lr}, {"warmup_steps", warmup}, {"versions", versions}};
-  result["bucket_bytes"] = bucket_bytes;
-  result["dense_frame_bytes"] = frame_bytes;
+  s.versions = generate_stream(layout, o);
+  json result = describe_run(o, layout);
 
   {  // the worker's starting point: version 1 in full (also a figure worth having)
     c.m = mode::prime;
@@ -406,7 +379,7 @@ int run_trainer(int argc, char** argv) {
       {"meets_target_pipelined", pipelined <= 1.15 * floor_s + 0.050},
       {"meets_target_preencoded", pre <= 1.15 * floor_s + 0.050},
   };
-  std::ofstream(out) << result.dump(2) << "\n";
+  std::ofstream(o.out) << result.dump(2) << "\n";
   std::printf("trainer[%s]: summary %s\n", label.c_str(), result["summary"].dump().c_str());
   return 0;
 }

@@ -4,7 +4,9 @@
 #pragma once
 
 #include <sparsesync/core/little_endian.hpp>
+#include <sparsesync/gen/adam_bf16.hpp>
 #include <sparsesync/gen/layouts.hpp>
+#include <sparsesync/gen/tensor_set.hpp>
 #include <sparsesync/transport/asio_tcp.hpp>
 
 #include <nlohmann/json.hpp>
@@ -17,6 +19,7 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -93,6 +96,67 @@ inline double median_of(const json& rows, const char* key) {
   for (const auto& r : rows) v.push_back(r.at(key).get<double>());
   std::sort(v.begin(), v.end());
   return v.empty() ? 0.0 : (v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]));
+}
+
+// What both trainers read from their command line (the options at the top of each benchmark's file).
+struct trainer_options {
+  std::string host;
+  std::uint16_t port = 0;
+  ss::asio_tcp_options link;
+  std::string out, label;
+  double rate_bits = 0, rtt_ms = 0;
+  control c;  // the model's shape
+  std::uint64_t warmup = 0, versions = 0, bucket_bytes = 0, frame_bytes = 0;
+  ss::gen::adam_bf16_options gen;
+};
+
+inline trainer_options read_trainer_options(int argc, char** argv) {
+  trainer_options o;
+  std::tie(o.host, o.port) = split_endpoint(arg(argc, argv, "--connect", nullptr));
+  o.link = link_options(arg(argc, argv, "--key-file", nullptr));
+  o.out = arg(argc, argv, "--out", nullptr);
+  o.label = arg(argc, argv, "--label", "link");
+  o.rate_bits = std::stod(arg(argc, argv, "--rate-gbit", "1")) * 1e9;
+  o.rtt_ms = std::stod(arg(argc, argv, "--rtt-ms", "0"));
+  o.c.hidden = num(argc, argv, "--hidden", "768");
+  o.c.layers = num(argc, argv, "--layers", "12");
+  o.c.vocab = num(argc, argv, "--vocab", "50257");
+  o.warmup = num(argc, argv, "--warmup", "20");
+  o.versions = num(argc, argv, "--versions", "5");
+  o.bucket_bytes = num(argc, argv, "--bucket-bytes", "16777216");
+  o.frame_bytes = num(argc, argv, "--dense-frame-bytes", "16777216");
+  o.gen.seed = 1;
+  o.gen.lr = std::stod(arg(argc, argv, "--lr", "1e-6"));
+  return o;
+}
+
+// The RL update stream the trainer sends: element i is version i + 1 (version 1 after the warm-up steps).
+inline std::vector<ss::gen::tensor_set> generate_stream(const ss::model_layout& layout, const trainer_options& o) {
+  const auto t0 = clock_type::now();
+  std::vector<ss::gen::tensor_set> versions;
+  ss::gen::adam_bf16_model model(layout, o.gen);
+  model.step(o.warmup);  // Adam's first steps move far more elements than the steady state
+  versions.push_back(model.snapshot());
+  for (std::uint64_t v = 0; v < o.versions; ++v) {
+    model.step();
+    versions.push_back(model.snapshot());
+  }
+  std::printf("trainer[%s]: update stream generated in %.1f s\n", o.label.c_str(), since(t0));
+  return versions;
+}
+
+// The result file's description of the run: link, model, update stream, bucket and frame sizes.
+inline json describe_run(const trainer_options& o, const ss::model_layout& layout) {
+  json r;
+  r["label"] = o.label;
+  r["rate_bits_per_second"] = o.rate_bits;
+  r["rtt_ms_nominal"] = o.rtt_ms;
+  r["model"] = {{"layout", "gpt2-like"}, {"hidden", o.c.hidden}, {"layers", o.c.layers}, {"vocab", o.c.vocab}, {"tensors", layout.size()},
+                {"numel", layout.numel()}, {"dense_bytes", layout.bytes()}};
+  r["update"] = {{"generator", "gen::adam_bf16_model"}, {"lr", o.gen.lr}, {"warmup_steps", o.warmup}, {"versions", o.versions}};
+  r["bucket_bytes"] = o.bucket_bytes;
+  r["dense_frame_bytes"] = o.frame_bytes;
+  return r;
 }
 
 // The worker's side of a run: accepts connections until the trainer's quit or `end`. Each opens with the

@@ -101,6 +101,18 @@ def gpu_names():
         return []
 
 
+def slow_dense_notes(runs, where, why, ratios, sparse_size):
+    """A note for each run whose emulated link carried dense BF16 well below its nominal rate."""
+    notes = []
+    for r in runs:
+        g = r["summary"]["dense_goodput_gbit"]
+        if g < 0.8 * r["rate_bits_per_second"] / 1e9:
+            notes.append(f"* The emulated {r['label']} link carried dense BF16 at only {g:.2f} Gbit/s {where} ({why}), so the dense baseline "
+                         f"there is slower than on a real link of that rate and {ratios} flattered by that factor. The sparse figures "
+                         f"({sparse_size} per version) are not affected.")
+    return notes
+
+
 def first_and_slowest_rest(run):
     """The first measured sparse version's time, and the slowest of the others (pipelined)."""
     rows = sorted(run["sparse_pipelined"], key=lambda row: row["version"])
@@ -175,12 +187,8 @@ def write_md_gpu(doc, path):
     out.append("* The first sparse version of a connection is slower on every path here (one bucket too) while the GPU encode "
                "inside it takes as long as later ones: the first use of each end's buffers (device scratch, pinned staging, the "
                "worker's frame arena) happens in it. This run does not break that time down further.")
-    for r in runs:
-        g = r["summary"]["dense_goodput_gbit"]
-        if g < 0.8 * r["rate_bits_per_second"] / 1e9:
-            out.append(f"* The emulated {r['label']} link carried dense BF16 at only {g:.2f} Gbit/s (the userspace delay line and the "
-                       "per-frame HMAC cap it), so the dense baseline there is slower than on a real link of that rate and the ratio at "
-                       "this rate is flattered by that factor; the sparse figures (2-3 MB per version) are not affected.")
+    out += slow_dense_notes(runs, "on this machine", "the userspace delay line and the per-frame HMAC cap it",
+                            "the ratio at this rate is", "2-3 MB")
     out.append("")
     open(path, "w").write("\n".join(out) + "\n")
 
@@ -272,13 +280,8 @@ def write_md(doc, path):
                f"(~{busy / changed * 1e9:.0f} ns per changed element in the {r0['label']} run, the changes scattered over a "
                f"{m['dense_bytes'] / 1e6:.0f} MB model). With the GPU codec (docs/GPU.md) both are GPU kernels taking milliseconds; "
                "this machine has no GPU, so that configuration is not measured here, and the targets are not shown to be met.")
-    for r in runs:
-        g = r["summary"]["dense_goodput_gbit"]
-        if g < 0.8 * r["rate_bits_per_second"] / 1e9:
-            out.append(f"* The emulated {r['label']} link carried dense BF16 at only {g:.2f} Gbit/s on this machine (the userspace "
-                       "delay line and the per-frame HMAC share 2 cores with both endpoints), so the dense baseline there is slower "
-                       "than on a real link of that rate and the dense/sparse ratios at this rate are flattered by that factor. The "
-                       "sparse figures (2 MB per version) are not affected.")
+    out += slow_dense_notes(runs, "on this machine", "the userspace delay line and the per-frame HMAC share 2 cores with both endpoints",
+                            "the dense/sparse ratios at this rate are", "2 MB")
     out.append("* The first version of each run is slower on every path (new connections, first touch of the worker's buffers); the "
                "medians are over all versions.")
     out.append("")

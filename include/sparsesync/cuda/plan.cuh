@@ -259,15 +259,7 @@ class apply_plan {
 
   void verify(const unsigned char* d_frame, std::size_t frame_bytes, void* const* d_model) {
     size_staging(d_frame, frame_bytes);
-    if (kept_.size() <= verified_) kept_.emplace_back(stream_);
-    kept_bucket& k = kept_[verified_++];
-    grow(k.temp, frame_bytes);
-    k.frame = d_frame;
-    k.bytes = frame_bytes;
-    k.cfg = cfg_;  // the scratch's carving depends on it: the commit must carve alike
-    std::size_t b = k.temp.size();
-    throw_on_cuda_error(verify_bucket(k.temp.data(), b, layout_.view(), d_model, d_frame, frame_bytes, state(), cfg_, stream_),
-                        "verify_bucket");
+    verify_sized(d_frame, frame_bytes, d_model);
   }
   void commit(const unsigned char* d_frame, std::size_t frame_bytes, void* const* d_model) {
     if (committed_ < verified_ && kept_[committed_].frame == d_frame && kept_[committed_].bytes == frame_bytes) {
@@ -301,7 +293,7 @@ class apply_plan {
     } else {
       const bool keep_old = cfg_.keep_old;
       cfg_.keep_old = true;  // this bucket's kept config (k.cfg) carries it to the commit and the undo
-      verify(d_frame, frame_bytes, d_model);
+      verify_sized(d_frame, frame_bytes, d_model);
       cfg_.keep_old = keep_old;
       commit(d_frame, frame_bytes, d_model);  // right after its verify: the kept staging is reused
       undo_log_.push_back({d_frame, frame_bytes, committed_ - 1});
@@ -377,6 +369,19 @@ class apply_plan {
   }
 
  private:
+  // verify() once size_staging() has read this frame's counts: into this bucket's own kept staging.
+  void verify_sized(const unsigned char* d_frame, std::size_t frame_bytes, void* const* d_model) {
+    if (kept_.size() <= verified_) kept_.emplace_back(stream_);
+    kept_bucket& k = kept_[verified_++];
+    grow(k.temp, frame_bytes);
+    k.frame = d_frame;
+    k.bytes = frame_bytes;
+    k.cfg = cfg_;  // the scratch's carving depends on it: the commit must carve alike
+    std::size_t b = k.temp.size();
+    throw_on_cuda_error(verify_bucket(k.temp.data(), b, layout_.view(), d_model, d_frame, frame_bytes, state(), cfg_, stream_),
+                        "verify_bucket");
+  }
+
   // apply() once size_staging() has read this frame's counts.
   void apply_sized(const unsigned char* d_frame, std::size_t frame_bytes, void* const* d_model) {
     grow(temp_, frame_bytes);
