@@ -6,7 +6,7 @@
 #include "example_args.hpp"
 
 #include <sparsesync/bucketing/fixed_bytes.hpp>
-#include <sparsesync/cuda/nccl_sync.cuh>
+#include <sparsesync/cuda/sync/nccl_sync.cuh>
 
 #include <barrier>
 #include <cstdio>

@@ -12,7 +12,7 @@
 #include <sparsesync/bucketing/fixed_bytes.hpp>
 #include <sparsesync/codec/registry.hpp>
 #include <sparsesync/cuda/codec.cuh>
-#include <sparsesync/cuda/nccl_sync.cuh>
+#include <sparsesync/cuda/sync/nccl_sync.cuh>
 
 #include <algorithm>
 #include <barrier>

@@ -23,7 +23,7 @@
 #include <sparsesync/codec/registry.hpp>
 #include <sparsesync/core/model_checksum.hpp>
 #include <sparsesync/cuda/cuda_error.hpp>
-#include <sparsesync/cuda/transport_frame_channel.hpp>
+#include <sparsesync/cuda/sync/transport_frame_channel.hpp>
 #include <sparsesync/gen/adam_bf16.hpp>
 #include <sparsesync/gen/tensor_set.hpp>
 

@@ -2,7 +2,7 @@
 #include "gpu_link_codec.hpp"
 
 #include <sparsesync/bucketing/fixed_bytes.hpp>
-#include <sparsesync/cuda/frame_sync.cuh>
+#include <sparsesync/cuda/sync/frame_sync.cuh>
 
 namespace gpu_link {
 

@@ -1,11 +1,11 @@
 // The GPU side of gpu_link_bench, compiled by nvcc in gpu_link_codec.cu: the benchmark itself includes Boost.Asio,
 // which nvcc's front end does not accept, so it reaches the publisher and subscriber through the handles of
-// sparsesync/cuda/frame_channel.hpp.
+// sparsesync/cuda/sync/frame_channel.hpp.
 #pragma once
 
 #include <sparsesync/codec/registry.hpp>
 #include <sparsesync/core/layout.hpp>
-#include <sparsesync/cuda/frame_channel.hpp>
+#include <sparsesync/cuda/sync/frame_channel.hpp>
 
 #include <cuda_runtime_api.h>
 

@@ -2,7 +2,7 @@
 #include "frame_sync_tcp_codec.hpp"
 
 #include <sparsesync/bucketing/fixed_bytes.hpp>
-#include <sparsesync/cuda/frame_sync.cuh>
+#include <sparsesync/cuda/sync/frame_sync.cuh>
 
 namespace sparsesync_test {
 

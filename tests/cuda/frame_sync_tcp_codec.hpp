@@ -1,9 +1,9 @@
 // The nvcc-compiled half of frame_sync_tcp_test (which includes Boost.Asio, so a plain C++ compiler builds
-// it): a publisher and subscribers behind the handles of sparsesync/cuda/frame_channel.hpp.
+// it): a publisher and subscribers behind the handles of sparsesync/cuda/sync/frame_channel.hpp.
 #pragma once
 
 #include <sparsesync/core/layout.hpp>
-#include <sparsesync/cuda/frame_channel.hpp>
+#include <sparsesync/cuda/sync/frame_channel.hpp>
 
 #include <cuda_runtime_api.h>
 

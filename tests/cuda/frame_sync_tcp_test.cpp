@@ -3,7 +3,7 @@
 // Boost.Asio does not get through nvcc), with a pre-shared key on loopback. One trainer fans out to two
 // workers (one atomic, one streamed); after every version both workers' device weights must be bit-identical
 // to the trainer's. Exits 77 (CTest: skipped) without a CUDA device.
-#include <sparsesync/cuda/transport_frame_channel.hpp>
+#include <sparsesync/cuda/sync/transport_frame_channel.hpp>
 #include <sparsesync/transport/asio_tcp.hpp>
 
 #include <doctest/doctest.h>

@@ -5,8 +5,8 @@
 // bit (streamed mode: by rolling back the buckets it already wrote). Exits 77 (CTest: skipped) without a CUDA
 // device.
 #include <sparsesync/bucketing/fixed_bytes.hpp>
-#include <sparsesync/cuda/frame_sync.cuh>
-#include <sparsesync/cuda/transport_frame_channel.hpp>
+#include <sparsesync/cuda/sync/frame_sync.cuh>
+#include <sparsesync/cuda/sync/transport_frame_channel.hpp>
 #include <sparsesync/transport/inproc.hpp>
 
 #include <doctest/doctest.h>

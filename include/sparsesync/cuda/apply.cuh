@@ -27,11 +27,11 @@
 
 #include <sparsesync/core/hash.hpp>
 #include <sparsesync/core/little_endian.hpp>
-#include <sparsesync/cuda/chunk_codec.cuh>
-#include <sparsesync/cuda/detect.cuh>
-#include <sparsesync/cuda/scan.cuh>
+#include <sparsesync/cuda/detail/chunk_codec.cuh>
+#include <sparsesync/cuda/detail/detect.cuh>
+#include <sparsesync/cuda/detail/scan.cuh>
 #include <sparsesync/cuda/types.cuh>
-#include <sparsesync/cuda/warp_decode.cuh>
+#include <sparsesync/cuda/detail/warp_decode.cuh>
 #include <sparsesync/format/wire.hpp>
 
 #include <algorithm>

@@ -15,11 +15,11 @@
 #pragma once
 
 #include <sparsesync/codec/encoder.hpp>
-#include <sparsesync/cuda/chunk_codec.cuh>
-#include <sparsesync/cuda/detect.cuh>
-#include <sparsesync/cuda/scan.cuh>
+#include <sparsesync/cuda/detail/chunk_codec.cuh>
+#include <sparsesync/cuda/detail/detect.cuh>
+#include <sparsesync/cuda/detail/scan.cuh>
 #include <sparsesync/cuda/types.cuh>
-#include <sparsesync/cuda/warp_decode.cuh>
+#include <sparsesync/cuda/detail/warp_decode.cuh>
 #include <sparsesync/format/wire.hpp>
 
 SPARSESYNC_NS_BEGIN

@@ -1,21 +1,21 @@
 #!/usr/bin/env bash
-# Runs the GPU tests the way their committed record (tests/cuda/last_gpu_run.log) was made: the full suite,
+# Runs the GPU tests the way their committed record (bench/results/gpu-test-runs/last_gpu_run.log) was made: the full suite,
 # then compute-sanitizer memcheck over every case but the two largest, then racecheck over the encode
 # boundary case and the encode -> apply round trip; then frame_sync_tests plainly and under both tools, and
 # frame_sync_tcp_tests plainly and under memcheck. Writes the log to LOG (default: stdout); exits non-zero if any
-# step fails. SYNC_ONLY=1 runs only the frame_sync steps (their record: tests/cuda/last_frame_sync_run.log).
+# step fails. SYNC_ONLY=1 runs only the frame_sync steps (their record: bench/results/gpu-test-runs/last_frame_sync_run.log).
 # racecheck of frame_sync_tests covers its first case (every version, both commit modes): the corruption cases
 # take minutes under it; memcheck covers all of them.
 #
-#   tests/cuda/run_on_gpu.sh BIN_DIR_WITH_gpu_codec_tests_AND_frame_sync_tests [LOG] [MACHINE_DESCRIPTION]
+#   scripts/run_gpu_tests.sh BIN_DIR_WITH_gpu_codec_tests_AND_frame_sync_tests [LOG] [MACHINE_DESCRIPTION]
 #   env: SPARSESYNC_DATA_DIR (the real update stream, ../shared/data/rl-gpt2-small-lr1e-6 or a copy), SYNC_ONLY
 set -uo pipefail
 sync_only=${SYNC_ONLY:-0}
-bin=${1:?usage: run_on_gpu.sh BIN_DIR [LOG] [MACHINE]}
+bin=${1:?usage: run_gpu_tests.sh BIN_DIR [LOG] [MACHINE]}
 log=${2:-/dev/stdout}
 machine=${3:-"(not given)"}
 tests=$bin/gpu_codec_tests
-[[ -x $tests ]] || { echo "run_on_gpu.sh: no $tests" >&2; exit 2; }
+[[ -x $tests ]] || { echo "run_gpu_tests.sh: no $tests" >&2; exit 2; }
 sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 rc=0
 {
@@ -23,7 +23,7 @@ rc=0
   echo "# date: $(date -u '+%Y-%m-%d %H:%M UTC'), machine: $machine"
   echo "# card:"
   nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,driver_version --format=csv | sed 's/^/#   /'
-  echo "# commands (SPARSESYNC_DATA_DIR pointing at a copy of shared/data/rl-gpt2-small-lr1e-6): SYNC_ONLY=$sync_only tests/cuda/run_on_gpu.sh"
+  echo "# commands (SPARSESYNC_DATA_DIR pointing at a copy of shared/data/rl-gpt2-small-lr1e-6): SYNC_ONLY=$sync_only scripts/run_gpu_tests.sh"
   echo
   if [[ $sync_only != 1 ]]; then
   echo "===== gpu_codec_tests --duration=true ====="

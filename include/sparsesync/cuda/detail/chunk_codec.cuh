@@ -7,7 +7,7 @@
 #include <sparsesync/codec/value_mode.hpp>
 #include <sparsesync/core/dtype.hpp>
 #include <sparsesync/core/error.hpp>
-#include <sparsesync/cuda/bit_io.cuh>
+#include <sparsesync/cuda/detail/bit_io.cuh>
 
 SPARSESYNC_NS_BEGIN
 namespace cuda {

@@ -11,7 +11,7 @@
 // Reading past the end sets a sticky failure flag, as the host reader does.
 #pragma once
 
-#include <sparsesync/cuda/xxh64.cuh>
+#include <sparsesync/cuda/detail/xxh64.cuh>
 
 SPARSESYNC_NS_BEGIN
 namespace cuda {

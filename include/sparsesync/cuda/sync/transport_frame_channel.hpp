@@ -11,7 +11,7 @@
 
 #include <sparsesync/core/error.hpp>
 #include <sparsesync/cuda/cuda_error.hpp>
-#include <sparsesync/cuda/frame_channel.hpp>
+#include <sparsesync/cuda/sync/frame_channel.hpp>
 #include <sparsesync/transport/transport.hpp>
 
 #include <cuda_runtime_api.h>

@@ -2,7 +2,7 @@
 // nccl_broadcast_channel, one sender to every other rank. Needs sparsesync::cuda and sparsesync::nccl.
 #pragma once
 
-#include <sparsesync/cuda/frame_sync.cuh>
+#include <sparsesync/cuda/sync/frame_sync.cuh>
 #include <sparsesync/transport/nccl.hpp>
 
 SPARSESYNC_NS_BEGIN

@@ -6,7 +6,7 @@
 // Every function here must be called by all 32 lanes of a warp with the same arguments.
 #pragma once
 
-#include <sparsesync/cuda/chunk_codec.cuh>
+#include <sparsesync/cuda/detail/chunk_codec.cuh>
 #include <sparsesync/cuda/types.cuh>
 
 SPARSESYNC_NS_BEGIN

@@ -11,7 +11,7 @@
 #pragma once
 
 #include <sparsesync/cuda/codec.cuh>
-#include <sparsesync/cuda/frame_channel.hpp>
+#include <sparsesync/cuda/sync/frame_channel.hpp>
 #include <sparsesync/format/wire.hpp>
 
 #include <chrono>
