@@ -35,14 +35,20 @@ int main(int argc, char** argv) {
   bool quiet = false;
   app.add_flag("-q,--quiet", quiet, "Print no summary and no progress bar (errors still go to stderr)");
 
+  // --encoder: every row of the encoder table (names and aliases), or auto.
+  std::vector<std::string> encoder_choices{"auto"};
+  for (const auto& r : sparsesync::encoder_table) {
+    encoder_choices.emplace_back(r.name);
+    if (!r.alias.empty()) encoder_choices.emplace_back(r.alias);
+  }
+  const std::string encoder_help = sparsesync::encoder_names_list() + ", or auto: the smallest per bucket";
+
   diff_args d;
   auto* diff = app.add_subcommand("diff", "Write a patch that turns BASE into NEW (same tensors, same order)");
   diff->add_option("BASE", d.base, "The version the receiver has (.safetensors)")->required();
   diff->add_option("NEW", d.next, "The version to send (.safetensors)")->required();
   diff->add_option("-o,--output", d.out, "The patch file to write (atomically)")->required();
-  diff->add_option("--encoder", d.encoder, "raw, bitmap, varint, rice, or auto: the smallest per bucket")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"raw", "bitmap", "varint", "rice", "auto"}));
+  diff->add_option("--encoder", d.encoder, encoder_help)->capture_default_str()->check(CLI::IsMember(encoder_choices));
   diff->add_option("--values", d.values, "How a changed value travels: absolute (its bits) or ulp (its step from the base value)")
       ->capture_default_str()
       ->check(CLI::IsMember({"absolute", "ulp"}));
@@ -88,9 +94,7 @@ int main(int argc, char** argv) {
   serve->add_option("--listen", sv.listen, "HOST:PORT to listen on (port 0: any free port; see --port-file)")->required();
   serve->add_option("--watch", sv.watch, "Directory where checkpoints (*.safetensors) are renamed into place")->required();
   add_security(serve, sv.security, false);
-  serve->add_option("--encoder", sv.encoder, "raw, bitmap, varint, rice, or auto: the smallest per bucket")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"raw", "bitmap", "varint", "rice", "auto"}));
+  serve->add_option("--encoder", sv.encoder, encoder_help)->capture_default_str()->check(CLI::IsMember(encoder_choices));
   serve->add_option("--values", sv.values, "How a changed value travels: absolute or ulp")->capture_default_str()->check(CLI::IsMember({"absolute", "ulp"}));
   serve->add_option("--bucket-bytes", sv.bucket_bytes, "Bytes of weights per bucket, the unit of pipelining (suffixes: k, M, G, KiB, MiB, GiB)")
       ->capture_default_str()

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <sparsesync/codec/encoder.hpp>
+#include <sparsesync/codec/encoder_table.hpp>
 #include <sparsesync/codec/values.hpp>
 
 #include <bit>
@@ -11,7 +12,7 @@ SPARSESYNC_NS_BEGIN
 struct bitmap {
   using encoder_concept = encoder_tag;
   static constexpr encoder_id id = encoder_id::bitmap;
-  static constexpr std::string_view name = "bitmap";
+  static constexpr std::string_view name = encoder_table_row(id).name;
   static constexpr bool needs_base = false;
 
   static constexpr std::size_t mask_bytes(std::uint32_t numel) { return (std::size_t{numel} + 7) / 8; }

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <sparsesync/codec/encoder.hpp>
+#include <sparsesync/codec/encoder_table.hpp>
 #include <sparsesync/codec/values.hpp>
 
 SPARSESYNC_NS_BEGIN
@@ -9,7 +10,7 @@ SPARSESYNC_NS_BEGIN
 struct delta_varint {
   using encoder_concept = encoder_tag;
   static constexpr encoder_id id = encoder_id::delta_varint;
-  static constexpr std::string_view name = "varint";
+  static constexpr std::string_view name = encoder_table_row(id).name;
   static constexpr bool needs_base = false;
 
   template <element_word W>

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <sparsesync/codec/encoder.hpp>
+#include <sparsesync/codec/encoder_table.hpp>
 #include <sparsesync/codec/values.hpp>
 
 SPARSESYNC_NS_BEGIN
@@ -9,7 +10,7 @@ SPARSESYNC_NS_BEGIN
 struct raw_index32 {
   using encoder_concept = encoder_tag;
   static constexpr encoder_id id = encoder_id::raw_index32;
-  static constexpr std::string_view name = "raw";
+  static constexpr std::string_view name = encoder_table_row(id).name;
   static constexpr bool needs_base = false;
 
   template <element_word W>

@@ -3,10 +3,11 @@
 
 #include <sparsesync/codec/bitmap.hpp>
 #include <sparsesync/codec/delta_varint.hpp>
+#include <sparsesync/codec/encoder_table.hpp>
 #include <sparsesync/codec/raw_index32.hpp>
 #include <sparsesync/codec/rice.hpp>
 
-#include <optional>
+#include <concepts>
 #include <string_view>
 
 SPARSESYNC_NS_BEGIN
@@ -19,37 +20,39 @@ struct best_of {
   static constexpr std::string_view name = "auto";
 };
 
-// The `auto` choice of the CLI: every built-in encoder.
+// The types behind encoder_table's rows, in the same order (checked below): the host decoders of the wire ids.
+template <class... Es>
+struct encoder_list {
+  static constexpr std::size_t size = sizeof...(Es);
+};
+using builtin_encoders = encoder_list<raw_index32, bitmap, delta_varint, rice>;
+
+namespace detail {
+template <class... Es>
+consteval bool matches_encoder_table(encoder_list<Es...>) {
+  if (sizeof...(Es) != encoder_table.size()) return false;
+  std::size_t i = 0;
+  return ((Es::id == encoder_table[i].id && Es::name == encoder_table[i++].name) && ...);
+}
+template <class E, class... Es>
+consteval bool is_listed(encoder_list<Es...>) {
+  return (std::same_as<E, Es> || ...);
+}
+}  // namespace detail
+static_assert(detail::matches_encoder_table(builtin_encoders{}),
+              "sparsesync: builtin_encoders must list one type per encoder_table row, in the same order");
+
+// Whether E is one of the built-in encoders (the wire format's encoder set is closed: encoder_table.hpp).
+template <class E>
+inline constexpr bool is_builtin_encoder_type = detail::is_listed<E>(builtin_encoders{});
+
+// The `auto` choice of the CLI: every built-in encoder, in the order that breaks ties (payloads depend on it).
 using auto_encoder = best_of<rice, delta_varint, bitmap, raw_index32>;
 
 // Calls f(E{}) for the built-in encoder with wire id `id`; returns false for an unknown id.
 template <class F>
 bool visit_encoder(encoder_id id, F&& f) {
-  switch (id) {
-    case encoder_id::raw_index32: f(raw_index32{}); return true;
-    case encoder_id::bitmap: f(bitmap{}); return true;
-    case encoder_id::delta_varint: f(delta_varint{}); return true;
-    case encoder_id::rice: f(rice{}); return true;
-  }
-  return false;
-}
-
-constexpr std::string_view encoder_name(encoder_id id) {
-  switch (id) {
-    case encoder_id::raw_index32: return raw_index32::name;
-    case encoder_id::bitmap: return bitmap::name;
-    case encoder_id::delta_varint: return delta_varint::name;
-    case encoder_id::rice: return rice::name;
-  }
-  return "unknown";
-}
-
-constexpr std::optional<encoder_id> parse_encoder_name(std::string_view s) {
-  if (s == raw_index32::name || s == "raw_index32") return encoder_id::raw_index32;
-  if (s == bitmap::name) return encoder_id::bitmap;
-  if (s == delta_varint::name || s == "delta_varint") return encoder_id::delta_varint;
-  if (s == rice::name) return encoder_id::rice;
-  return std::nullopt;
+  return [&]<class... Es>(encoder_list<Es...>) { return ((id == Es::id ? (f(Es{}), true) : false) || ...); }(builtin_encoders{});
 }
 
 // Calls f.template operator()<W>() with the word type of dtype t.

@@ -5,6 +5,8 @@
 
 #include <sparsesync/codec/bit_stream.hpp>
 #include <sparsesync/codec/encoder.hpp>
+#include <sparsesync/codec/encoder_table.hpp>
+#include <sparsesync/codec/rice_params.hpp>
 #include <sparsesync/core/little_endian.hpp>
 
 #include <algorithm>
@@ -17,7 +19,7 @@ SPARSESYNC_NS_BEGIN
 
 namespace detail {
 
-inline constexpr unsigned rice_escape = 16;  // a quotient this large is sent as an escape plus raw bits
+inline constexpr unsigned rice_escape = rice_params::escape;
 
 // Bits to Rice-code v with parameter k, escape included (raw_bits: width of the raw field after an escape).
 SPARSESYNC_HD std::uint64_t rice_cost(std::uint64_t v, unsigned k, unsigned raw_bits) {
@@ -176,11 +178,11 @@ class bit_sink {
 struct rice {
   using encoder_concept = encoder_tag;
   static constexpr encoder_id id = encoder_id::rice;
-  static constexpr std::string_view name = "rice";
+  static constexpr std::string_view name = encoder_table_row(id).name;
   static constexpr bool needs_base = false;
 
-  static constexpr unsigned gap_raw_bits = 32;
-  static constexpr unsigned max_gap_k = 24;
+  static constexpr unsigned gap_raw_bits = rice_params::gap_raw_bits;
+  static constexpr unsigned max_gap_k = rice_params::max_gap_k;
 
   // A chunk's parameters (FORMAT.md: the smallest total length, ties to the smaller k) and its data length.
   struct chunk_plan {

@@ -150,7 +150,7 @@ SPARSESYNC_DEVICE errc parse_header(const apply_params& p, bucket_info& I) {
   I.target_cs = ld64(h + 56);
   I.payload_cs = ld64(h + 64);
   if (!p.commit_phase && index != p.state->buckets) return errc::malformed;
-  if (I.enc < 1 || I.enc > 4) return errc::malformed;
+  if (I.enc < 1 || I.enc > max_encoder_id) return errc::malformed;
   if (I.mode > 1) return errc::malformed;
   if (!is_valid(static_cast<sparsesync::dtype>(I.dtype))) return errc::malformed;
   if (I.log2_chunk < min_log2_chunk || I.log2_chunk > max_log2_chunk) return errc::malformed;

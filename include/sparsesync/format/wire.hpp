@@ -2,6 +2,7 @@
 #pragma once
 
 #include <sparsesync/codec/encoder.hpp>
+#include <sparsesync/codec/encoder_table.hpp>
 #include <sparsesync/core/dtype.hpp>
 #include <sparsesync/core/error.hpp>
 #include <sparsesync/core/hash.hpp>
@@ -155,7 +156,7 @@ inline status read_bucket_header(std::span<const unsigned char> in, bucket_heade
   h.base_checksum = load_le<std::uint64_t>(p + 48);
   h.target_checksum = load_le<std::uint64_t>(p + 56);
   h.payload_checksum = load_le<std::uint64_t>(p + 64);
-  if (enc < 1 || enc > 4) return {errc::malformed, "unknown encoder id " + std::to_string(enc)};
+  if (!is_builtin_encoder(enc)) return {errc::malformed, "unknown encoder id " + std::to_string(enc)};
   if (mode > 1) return {errc::malformed, "unknown value mode " + std::to_string(mode)};
   if (!is_valid(static_cast<dtype>(dt))) return {errc::malformed, "unknown dtype " + std::to_string(dt)};
   if (h.log2_chunk < min_log2_chunk || h.log2_chunk > max_log2_chunk)

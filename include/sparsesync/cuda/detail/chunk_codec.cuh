@@ -4,6 +4,7 @@
 #pragma once
 
 #include <sparsesync/codec/encoder.hpp>
+#include <sparsesync/codec/rice_params.hpp>
 #include <sparsesync/codec/value_mode.hpp>
 #include <sparsesync/core/dtype.hpp>
 #include <sparsesync/core/error.hpp>
@@ -13,9 +14,9 @@ SPARSESYNC_NS_BEGIN
 namespace cuda {
 namespace detail {
 
-inline constexpr unsigned rice_escape_q = 16;
-inline constexpr unsigned rice_gap_raw_bits = 32;
-inline constexpr unsigned rice_max_gap_k = 24;
+inline constexpr unsigned rice_escape_q = rice_params::escape;
+inline constexpr unsigned rice_gap_raw_bits = rice_params::gap_raw_bits;
+inline constexpr unsigned rice_max_gap_k = rice_params::max_gap_k;
 
 SPARSESYNC_HD unsigned varint_bytes(std::uint64_t v) {
   unsigned n = 1;
