@@ -61,7 +61,13 @@ bool no_temp_files(const temp_dir& dir) {
   return true;
 }
 
-const std::vector<std::string> encoders = {"raw", "bitmap", "varint", "rice", "auto"};
+// Every encoder_table row by its CLI name, then auto.
+const std::vector<std::string> encoders = [] {
+  std::vector<std::string> v;
+  for (const auto& row : sparsesync::encoder_table) v.emplace_back(row.name);
+  v.emplace_back("auto");
+  return v;
+}();
 
 }  // namespace
 

@@ -82,10 +82,7 @@ void check_encoded_sizes(value_mode mode) {
       E::template encode<W>(in, out);
       CHECK(E::template encoded_size<W>(in) == out.size() - 3);
     };
-    check.template operator()<raw_index32>();
-    check.template operator()<bitmap>();
-    check.template operator()<delta_varint>();
-    check.template operator()<rice>();
+    [&]<class... Es>(encoder_list<Es...>) { (check.template operator()<Es>(), ...); }(builtin_encoders{});
   }
 }
 

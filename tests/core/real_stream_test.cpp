@@ -56,10 +56,7 @@ TEST_CASE("real stream: all 24 steps, every encoder and value mode, applied in o
         else auto_size = patch.size();
       };
       best_single = SIZE_MAX;
-      check.template operator()<raw_index32>();
-      check.template operator()<bitmap>();
-      check.template operator()<delta_varint>();
-      check.template operator()<rice>();
+      for_each_builtin_encoder(check);
       check.template operator()<auto_encoder>();
       CHECK(auto_size <= best_single);
     }

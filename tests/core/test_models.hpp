@@ -64,6 +64,12 @@ inline void perturb_ulp(host_model& m, double density, std::uint64_t seed) {
   }
 }
 
+// Calls f.template operator()<E>() for every built-in encoder, in encoder_table order.
+template <class F>
+void for_each_builtin_encoder(F&& f) {
+  [&]<class... Es>(encoder_list<Es...>) { (f.template operator()<Es>(), ...); }(builtin_encoders{});
+}
+
 template <class Sel, class P = fixed_bytes>
 std::vector<unsigned char> make_patch(const host_model& base, const host_model& target, value_mode mode, unsigned log2_chunk = 12,
                                       P policy = P{1 << 16}) {
