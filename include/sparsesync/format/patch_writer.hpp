@@ -20,7 +20,7 @@ struct patch_options {
 // bucket is encoded. A base view whose data is null stands for an all-zero tensor (a full transfer).
 template <class Sel = auto_encoder, class P = fixed_bytes>
 class patch_encoder {
-  static_assert(check_encoder_selection<Sel>);
+  static_assert(detail::check_encoder_selection_form<Sel>);  // encode_patch also requires built-in encoders
   static_assert(check_bucketing_policy<P>);
 
  public:
