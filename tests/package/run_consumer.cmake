@@ -1,11 +1,22 @@
-# Installs the build tree into a scratch prefix, then configures, builds and runs the consumer against it.
+# Configures, builds and runs one consumer project (a user's project, outside this build).
+#   MODE=find_package:     installs the build tree BUILD into a scratch prefix and finds the package there;
+#   MODE=add_subdirectory: adds the source tree SOURCE_DIR as a subdirectory (configured with CONFIGURE_ARGS,
+#                          a |-separated list).
 file(REMOVE_RECURSE "${WORK}")
-execute_process(COMMAND "${CMAKE_COMMAND}" --install "${BUILD}" --prefix "${WORK}/prefix" RESULT_VARIABLE rc)
-if(rc)
-  message(FATAL_ERROR "install failed (${rc})")
+set(_args)
+if(MODE STREQUAL "find_package")
+  execute_process(COMMAND "${CMAKE_COMMAND}" --install "${BUILD}" --prefix "${WORK}/prefix" RESULT_VARIABLE rc)
+  if(rc)
+    message(FATAL_ERROR "install failed (${rc})")
+  endif()
+  list(APPEND _args "-DCMAKE_PREFIX_PATH=${WORK}/prefix")
+elseif(MODE STREQUAL "add_subdirectory")
+  string(REPLACE "|" ";" _extra "${CONFIGURE_ARGS}")
+  list(APPEND _args "-DSPARSESYNC_SOURCE_DIR=${SOURCE_DIR}" ${_extra})
+else()
+  message(FATAL_ERROR "MODE must be find_package or add_subdirectory")
 endif()
-execute_process(COMMAND "${CMAKE_COMMAND}" -S "${SRC}" -B "${WORK}/build" -G "${GENERATOR}" "-DCMAKE_PREFIX_PATH=${WORK}/prefix"
-                RESULT_VARIABLE rc)
+execute_process(COMMAND "${CMAKE_COMMAND}" -S "${SRC}" -B "${WORK}/build" -G "${GENERATOR}" ${_args} RESULT_VARIABLE rc)
 if(rc)
   message(FATAL_ERROR "consumer configure failed (${rc})")
 endif()

@@ -50,34 +50,59 @@ struct encoder_tag {};
 //  5. `E::encode(const chunk_changes<W>&, std::vector<unsigned char>& out)` appends the chunk's data
 //     for W = uint8_t, uint16_t and uint32_t, writing nothing when there are no changes;
 //  6. `E::decode(std::span<const unsigned char> data, const chunk_context<W>&, std::vector<std::uint32_t>& positions,
-//     std::vector<W>& values)` returns a `sparsesync::status`: it consumes exactly `data`, yields `changes`
-//     strictly increasing positions below `numel`, and rejects any byte string encode would not produce.
+//     std::vector<W>& values)` returns a `sparsesync::status` for the same W: it consumes exactly `data`, yields
+//     `changes` strictly increasing positions below `numel`, and rejects any byte string encode would not produce.
+// Being an encoder is not enough to travel: payloads name their encoder by wire id, so encode_patch and the sync
+// engine take only the built-in encoders (codec/encoder_table.hpp, `check_encoder_selection` in registry.hpp).
+namespace detail {
+// One concept per numbered requirement, so that `encoder` and its diagnostics below cannot drift apart.
 template <class E>
-concept encoder =
-    std::same_as<typename E::encoder_concept, encoder_tag> &&
-    std::same_as<std::remove_cvref_t<decltype(E::id)>, encoder_id> &&
-    std::convertible_to<decltype(E::name), std::string_view> &&
-    std::same_as<std::remove_cvref_t<decltype(E::needs_base)>, bool> &&
-    requires(const chunk_changes<std::uint16_t>& in, std::vector<unsigned char>& out, std::span<const unsigned char> data,
-             const chunk_context<std::uint16_t>& ctx, std::vector<std::uint32_t>& pos, std::vector<std::uint16_t>& vals) {
-      E::encode(in, out);
-      { E::decode(data, ctx, pos, vals) } -> std::same_as<status>;
-    };
+concept encoder_req1_opts_in = requires { requires std::same_as<typename E::encoder_concept, encoder_tag>; };
+template <class E>
+concept encoder_req2_id = requires { requires std::same_as<std::remove_cvref_t<decltype(E::id)>, encoder_id>; };
+template <class E>
+concept encoder_req3_name = requires { requires std::convertible_to<decltype(E::name), std::string_view>; };
+template <class E>
+concept encoder_req4_needs_base = requires { requires std::same_as<std::remove_cvref_t<decltype(E::needs_base)>, bool>; };
+template <class E, class W>
+concept encodes_word = requires(const chunk_changes<W>& in, std::vector<unsigned char>& out) { E::encode(in, out); };
+template <class E, class W>
+concept decodes_word = requires(std::span<const unsigned char> data, const chunk_context<W>& ctx, std::vector<std::uint32_t>& pos,
+                                std::vector<W>& vals) {
+  { E::decode(data, ctx, pos, vals) } -> std::same_as<status>;
+};
+template <class E>
+concept encoder_req5_encode = encodes_word<E, std::uint8_t> && encodes_word<E, std::uint16_t> && encodes_word<E, std::uint32_t>;
+template <class E>
+concept encoder_req6_decode = decodes_word<E, std::uint8_t> && decodes_word<E, std::uint16_t> && decodes_word<E, std::uint32_t>;
+}  // namespace detail
+
+template <class E>
+concept encoder = detail::encoder_req1_opts_in<E> && detail::encoder_req2_id<E> && detail::encoder_req3_name<E> &&
+                  detail::encoder_req4_needs_base<E> && detail::encoder_req5_encode<E> && detail::encoder_req6_decode<E>;
 
 namespace detail {
+// Each failed requirement is its own error, in requirement order: the first one the compiler prints is the
+// first requirement E misses.
 template <class E>
 struct encoder_diagnostics {
-  static_assert(requires { typename E::encoder_concept; },
-                "sparsesync: an encoder must opt in with `using encoder_concept = sparsesync::encoder_tag;`");
-  static_assert(requires { E::id; }, "sparsesync: an encoder needs `static constexpr sparsesync::encoder_id id = ...;`");
-  static_assert(requires { E::name; }, "sparsesync: an encoder needs `static constexpr std::string_view name = ...;`");
-  static_assert(requires { E::needs_base; }, "sparsesync: an encoder needs `static constexpr bool needs_base = ...;`");
-  static_assert(encoder<E>,
-                "sparsesync: the type is not an encoder: it needs `template <element_word W> static void encode(const "
-                "chunk_changes<W>&, std::vector<unsigned char>&)` and `template <element_word W> static status "
-                "decode(std::span<const unsigned char>, const chunk_context<W>&, std::vector<std::uint32_t>&, "
-                "std::vector<W>&)`");
-  static constexpr bool value = true;
+  static_assert(encoder_req1_opts_in<E>,
+                "sparsesync: encoder requirement 1: an encoder opts in with `using encoder_concept = sparsesync::encoder_tag;`");
+  static_assert(encoder_req2_id<E>,
+                "sparsesync: encoder requirement 2: an encoder needs `static constexpr sparsesync::encoder_id id = ...;`");
+  static_assert(encoder_req3_name<E>,
+                "sparsesync: encoder requirement 3: an encoder needs `static constexpr std::string_view name = ...;`");
+  static_assert(encoder_req4_needs_base<E>,
+                "sparsesync: encoder requirement 4: an encoder needs `static constexpr bool needs_base = ...;` (whether "
+                "encode/decode read chunk_changes::base and chunk_context::base)");
+  static_assert(encoder_req5_encode<E>,
+                "sparsesync: encoder requirement 5: an encoder needs `template <sparsesync::element_word W> static void "
+                "encode(const sparsesync::chunk_changes<W>&, std::vector<unsigned char>& out);` for 8-, 16- and 32-bit W");
+  static_assert(encoder_req6_decode<E>,
+                "sparsesync: encoder requirement 6: an encoder needs `template <sparsesync::element_word W> static "
+                "sparsesync::status decode(std::span<const unsigned char>, const sparsesync::chunk_context<W>&, "
+                "std::vector<std::uint32_t>& positions, std::vector<W>& values);` for 8-, 16- and 32-bit W");
+  static constexpr bool value = encoder<E>;
 };
 }  // namespace detail
 

@@ -13,10 +13,9 @@
 SPARSESYNC_NS_BEGIN
 
 // Per bucket, encode with each of Es and keep the smallest payload (ties go to the first listed).
+// Its members are checked where it is used (check_encoder_selection below), so naming the type costs nothing.
 template <class... Es>
 struct best_of {
-  static_assert((check_encoder<Es> && ...));
-  static_assert(sizeof...(Es) > 0, "sparsesync: best_of needs at least one encoder");
   static constexpr std::string_view name = "auto";
 };
 
@@ -45,6 +44,40 @@ static_assert(detail::matches_encoder_table(builtin_encoders{}),
 // Whether E is one of the built-in encoders (the wire format's encoder set is closed: encoder_table.hpp).
 template <class E>
 inline constexpr bool is_builtin_encoder_type = detail::is_listed<E>(builtin_encoders{});
+
+namespace detail {
+// An encoder that encode_patch and the sync engine may use: well-formed (the numbered requirements of
+// codec/encoder.hpp, each its own error) and, where `builtin_only`, built in. Only a well-formed encoder is
+// told it is not built in, so the first error is always the first thing to fix.
+template <class E, bool builtin_only>
+struct selected_encoder_diagnostics {
+  static constexpr bool well_formed = check_encoder<E>;
+  static_assert(!builtin_only || !well_formed || is_builtin_encoder_type<E>,
+                "sparsesync: not a built-in encoder: payloads name their encoder by wire id; only encoders in "
+                "encoder_table can be decoded (codec/encoder_table.hpp says how to add one)");
+  static constexpr bool value = well_formed && (!builtin_only || is_builtin_encoder_type<E>);
+};
+
+template <class S, bool builtin_only>
+struct encoder_selection_diagnostics : selected_encoder_diagnostics<S, builtin_only> {};
+
+template <class... Es, bool builtin_only>
+struct encoder_selection_diagnostics<best_of<Es...>, builtin_only> {
+  static_assert(sizeof...(Es) > 0, "sparsesync: best_of needs at least one encoder");
+  static constexpr bool value = sizeof...(Es) > 0 && (selected_encoder_diagnostics<Es, builtin_only>::value && ...);
+};
+
+// For the building blocks under encode_patch (patch_encoder, encode_bucket): well-formed is enough there, so
+// that a test can wrap a built-in encoder (same wire id, same bytes) to watch what it is given.
+template <class S>
+inline constexpr bool check_encoder_selection_form = encoder_selection_diagnostics<S, false>::value;
+}  // namespace detail
+
+// An encoder selection (the `Sel` of encode_patch and sync::sender) is one built-in encoder or
+// best_of<built-in encoders...>. In templates that take one: `static_assert(sparsesync::check_encoder_selection<Sel>)`
+// names the first requirement a member misses, or that it is not built in.
+template <class S>
+inline constexpr bool check_encoder_selection = detail::encoder_selection_diagnostics<S, true>::value;
 
 // The `auto` choice of the CLI: every built-in encoder, in the order that breaks ties (payloads depend on it).
 using auto_encoder = best_of<rice, delta_varint, bitmap, raw_index32>;

@@ -320,6 +320,7 @@ std::pair<std::uint64_t, std::uint64_t> encode_bucket(const model_layout& layout
                                                       const encode_options& opt, std::vector<unsigned char>& out,
                                                       const std::uint64_t* known_base = nullptr,
                                                       std::span<const tensor_view> advance_base = {}) {
+  static_assert(detail::check_encoder_selection_form<Sel>);
   // Written while the changes are collected (each element is in cache then), unless the encoder reads the base.
   constexpr bool store_after = detail::reads_base<Sel>::value;
   return visit_word(plan.dtype, [&]<class W>() {

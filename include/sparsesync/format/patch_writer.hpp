@@ -20,6 +20,7 @@ struct patch_options {
 // bucket is encoded. A base view whose data is null stands for an all-zero tensor (a full transfer).
 template <class Sel = auto_encoder, class P = fixed_bytes>
 class patch_encoder {
+  static_assert(detail::check_encoder_selection_form<Sel>);  // encode_patch also requires built-in encoders
   static_assert(check_bucketing_policy<P>);
 
  public:
@@ -118,7 +119,8 @@ class patch_encoder {
 template <class Sel = auto_encoder, class P = fixed_bytes>
 std::vector<unsigned char> encode_patch(const model_layout& layout, std::span<const const_tensor_view> base,
                                         std::span<const const_tensor_view> target, const patch_options& opt = {}, const P& policy = P{}) {
-  static_assert(encoder_selection<Sel>, "sparsesync: Sel must be an encoder or sparsesync::best_of<encoders...>");
+  static_assert(check_encoder_selection<Sel>);
+  static_assert(check_bucketing_policy<P>);
   patch_encoder<Sel, P> enc(layout, base, target, opt, policy);
   std::vector<unsigned char> out;
   enc.prologue(out);
@@ -131,6 +133,8 @@ std::vector<unsigned char> encode_patch(const model_layout& layout, std::span<co
 template <class Sel = auto_encoder, class P = fixed_bytes>
 status try_encode_patch(const model_layout& layout, std::span<const const_tensor_view> base, std::span<const const_tensor_view> target,
                         const patch_options& opt, std::vector<unsigned char>& out, const P& policy = P{}) {
+  static_assert(check_encoder_selection<Sel>);
+  static_assert(check_bucketing_policy<P>);
   try {
     out = encode_patch<Sel, P>(layout, base, target, opt, policy);
     return {};

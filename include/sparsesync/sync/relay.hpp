@@ -12,6 +12,11 @@ namespace sync {
 
 template <class Sel, class Policy, class Upstream, class Downstream>
 class relay {
+  static_assert(check_encoder_selection<Sel>);
+  static_assert(check_bucketing_policy<Policy>);
+  static_assert(check_transport<Upstream>);
+  static_assert(check_transport<Downstream>);
+
  public:
   // `buffers` are the relay's own copy of the weights (it may also serve them, like any receiver).
   relay(model_layout layout, std::span<const tensor_view> buffers, Upstream upstream, sender_options opt = {}, Policy policy = {})

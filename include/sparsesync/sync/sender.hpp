@@ -48,11 +48,27 @@ struct publish_report {
   std::size_t lagging = 0;          // connected receivers not (yet) at this version
 };
 
-template <class Sel = auto_encoder, class Policy = fixed_bytes, class Transport = void>
+// sender's default transport: not a transport. It exists so that `sender<>` or `sender<rice>` fails with
+// one message saying what to write, rather than with errors about a parameter of type void.
+struct no_transport_named {};
+
+namespace detail {
+template <class T>
+struct sender_transport_diagnostics : sparsesync::detail::transport_diagnostics<T> {};
+template <>
+struct sender_transport_diagnostics<no_transport_named> {
+  static constexpr bool value = true;  // sender's first static_assert says what to write; one error is enough
+};
+}  // namespace detail
+
+template <class Sel = auto_encoder, class Policy = fixed_bytes, class Transport = no_transport_named>
 class sender {
-  static_assert(check_transport<Transport>);
+  static_assert(!std::same_as<Transport, no_transport_named>,
+                "sparsesync: name a transport: sync::sender<Sel, Policy, Transport> needs all three, e.g. "
+                "sync::sender<sparsesync::auto_encoder, sparsesync::fixed_bytes, sparsesync::inproc_transport>");
+  static_assert(check_encoder_selection<Sel>);
   static_assert(check_bucketing_policy<Policy>);
-  static_assert(encoder_selection<Sel>, "sparsesync: Sel must be an encoder or sparsesync::best_of<encoders...>");
+  static_assert(detail::sender_transport_diagnostics<Transport>::value);
   using clock = std::chrono::steady_clock;
 
  public:

@@ -48,15 +48,29 @@ struct listener_tag {};
 //  6. `t.max_frame_size()` (const) returns the largest frame the transport sends and accepts.
 // Transports also provide `send(data, std::error_code&)` and `receive(out, std::error_code&)` overloads
 // that report errors through the code instead of throwing, but the concept does not require them.
+namespace detail {
+// One concept per numbered requirement, shared by `transport` and its diagnostics below.
 template <class T>
-concept transport =
-    std::same_as<typename T::transport_concept, transport_tag> && std::move_constructible<T> &&
-    requires(T& t, const T& ct, std::span<const std::byte> in, std::vector<std::byte>& out) {
-      t.send(in);
-      { t.receive(out) } -> std::same_as<bool>;
-      t.close();
-      { ct.max_frame_size() } -> std::convertible_to<std::size_t>;
-    };
+concept transport_req1_opts_in = requires { requires std::same_as<typename T::transport_concept, transport_tag>; };
+template <class T>
+concept transport_req2_movable = std::move_constructible<T>;
+template <class T>
+concept transport_req3_send = requires(T& t, std::span<const std::byte> in) { t.send(in); };
+template <class T>
+concept transport_req4_receive = requires(T& t, std::vector<std::byte>& out) {
+  { t.receive(out) } -> std::same_as<bool>;
+};
+template <class T>
+concept transport_req5_close = requires(T& t) { t.close(); };
+template <class T>
+concept transport_req6_max_frame_size = requires(const T& t) {
+  { t.max_frame_size() } -> std::convertible_to<std::size_t>;
+};
+}  // namespace detail
+
+template <class T>
+concept transport = detail::transport_req1_opts_in<T> && detail::transport_req2_movable<T> && detail::transport_req3_send<T> &&
+                    detail::transport_req4_receive<T> && detail::transport_req5_close<T> && detail::transport_req6_max_frame_size<T>;
 
 // A type L is a `listener` when:
 //  1. it opts in with `using listener_concept = sparsesync::listener_tag;`
@@ -66,45 +80,60 @@ concept transport =
 //     listener still accepts further peers unless it was closed;
 //  4. `l.close()` stops listening; an accept() blocked in another thread then throws
 //     transport_errc::connection_closed. It never throws and is idempotent.
+namespace detail {
 template <class L>
-concept listener = std::same_as<typename L::listener_concept, listener_tag> && transport<typename L::transport_type> &&
-                   requires(L& l) {
-                     { l.accept() } -> std::same_as<typename L::transport_type>;
-                     l.close();
-                   };
+concept listener_req1_opts_in = requires { requires std::same_as<typename L::listener_concept, listener_tag>; };
+template <class L>
+concept listener_req2_transport_type = requires { typename L::transport_type; requires transport<typename L::transport_type>; };
+template <class L>
+concept listener_req3_accept = requires(L& l) {
+  { l.accept() } -> std::same_as<typename L::transport_type>;
+};
+template <class L>
+concept listener_req4_close = requires(L& l) { l.close(); };
+}  // namespace detail
+
+template <class L>
+concept listener = detail::listener_req1_opts_in<L> && detail::listener_req2_transport_type<L> && detail::listener_req3_accept<L> &&
+                   detail::listener_req4_close<L>;
 
 namespace detail {
+// Each failed requirement is its own error, in requirement order: the first one printed is the first to fix.
 template <class T>
 struct transport_diagnostics {
-  static_assert(requires { typename T::transport_concept; },
-                "sparsesync: a transport must opt in with `using transport_concept = sparsesync::transport_tag;`");
-  static_assert(std::move_constructible<T>, "sparsesync: a transport must be move constructible");
-  static_assert(requires(T& t, std::span<const std::byte> in) { t.send(in); },
-                "sparsesync: a transport needs `void send(std::span<const std::byte> frame);`");
-  static_assert(requires(T& t, std::vector<std::byte>& out) {
-    { t.receive(out) } -> std::same_as<bool>;
-  }, "sparsesync: a transport needs `bool receive(std::vector<std::byte>& frame);` returning false on orderly close");
-  static_assert(requires(T& t) { t.close(); }, "sparsesync: a transport needs `void close() noexcept;`");
-  static_assert(requires(const T& t) {
-    { t.max_frame_size() } -> std::convertible_to<std::size_t>;
-  }, "sparsesync: a transport needs `std::size_t max_frame_size() const noexcept;`");
-  static_assert(transport<T>, "sparsesync: the type is not a transport (transport_concept must be sparsesync::transport_tag)");
-  static constexpr bool value = true;
+  static_assert(transport_req1_opts_in<T>,
+                "sparsesync: transport requirement 1: a transport opts in with `using transport_concept = sparsesync::transport_tag;`");
+  static_assert(transport_req2_movable<T>, "sparsesync: transport requirement 2: a transport must be move constructible");
+  static_assert(transport_req3_send<T>,
+                "sparsesync: transport requirement 3: a transport needs `void send(std::span<const std::byte> frame);`");
+  static_assert(transport_req4_receive<T>,
+                "sparsesync: transport requirement 4: a transport needs `bool receive(std::vector<std::byte>& frame);` "
+                "returning false on orderly close");
+  static_assert(transport_req5_close<T>, "sparsesync: transport requirement 5: a transport needs `void close() noexcept;`");
+  static_assert(transport_req6_max_frame_size<T>,
+                "sparsesync: transport requirement 6: a transport needs `std::size_t max_frame_size() const noexcept;`");
+  static constexpr bool value = transport<T>;
 };
+
+// The transport a listener names, diagnosed only when it names one (requirement 2 reports a missing name).
+template <class L>
+struct listener_transport_diagnostics {
+  static constexpr bool value = false;
+};
+template <class L>
+  requires requires { typename L::transport_type; }
+struct listener_transport_diagnostics<L> : transport_diagnostics<typename L::transport_type> {};
 
 template <class L>
 struct listener_diagnostics {
-  static_assert(requires { typename L::listener_concept; },
-                "sparsesync: a listener must opt in with `using listener_concept = sparsesync::listener_tag;`");
+  static_assert(listener_req1_opts_in<L>,
+                "sparsesync: listener requirement 1: a listener opts in with `using listener_concept = sparsesync::listener_tag;`");
   static_assert(requires { typename L::transport_type; },
-                "sparsesync: a listener needs `using transport_type = <the transport accept() returns>;`");
-  static constexpr bool transport_ok = transport_diagnostics<typename L::transport_type>::value;
-  static_assert(requires(L& l) {
-    { l.accept() } -> std::same_as<typename L::transport_type>;
-  }, "sparsesync: a listener needs `transport_type accept();`");
-  static_assert(requires(L& l) { l.close(); }, "sparsesync: a listener needs `void close() noexcept;`");
-  static_assert(listener<L>, "sparsesync: the type is not a listener (listener_concept must be sparsesync::listener_tag)");
-  static constexpr bool value = true;
+                "sparsesync: listener requirement 2: a listener needs `using transport_type = <the transport accept() returns>;`");
+  static constexpr bool transport_ok = listener_transport_diagnostics<L>::value;
+  static_assert(listener_req3_accept<L>, "sparsesync: listener requirement 3: a listener needs `transport_type accept();`");
+  static_assert(listener_req4_close<L>, "sparsesync: listener requirement 4: a listener needs `void close() noexcept;`");
+  static constexpr bool value = listener<L>;
 };
 
 // Runs `f`, turning a transport_error into `ec`: the non-throwing overloads share the throwing code path,

@@ -1,0 +1,27 @@
+# Compiles SOURCE (syntax only) and passes only when compilation fails AND the first `error:` line of the
+# compiler's output contains EXPECT: the concept checks must name the requirement a user missed before any
+# other error. A file that compiles, or fails for another reason first, fails the test.
+# cmake -DCXX=<compiler> -DSOURCE=<file.cpp> -DEXPECT=<text> -DINCLUDES=<dir>|<dir>... -P check_compile_fail.cmake
+foreach(v CXX SOURCE EXPECT INCLUDES)
+  if(NOT DEFINED ${v})
+    message(FATAL_ERROR "check_compile_fail: -D${v}=... is required")
+  endif()
+endforeach()
+string(REPLACE "|" ";" _dirs "${INCLUDES}")
+set(_flags -std=c++20 -fsyntax-only -fdiagnostics-color=never)
+foreach(d IN LISTS _dirs)
+  list(APPEND _flags "-I${d}")
+endforeach()
+execute_process(COMMAND "${CXX}" ${_flags} "${SOURCE}" RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
+if(rc EQUAL 0)
+  message(FATAL_ERROR "${SOURCE} compiled; it must be rejected with an error containing:\n  ${EXPECT}")
+endif()
+string(REGEX MATCH "[^\n]*error:[^\n]*" first "${out}")
+if(NOT first)
+  message(FATAL_ERROR "${SOURCE}: compilation failed (${rc}) without an `error:` line:\n${out}")
+endif()
+string(FIND "${first}" "${EXPECT}" at)
+if(at EQUAL -1)
+  message(FATAL_ERROR "${SOURCE}: the first error does not contain\n  ${EXPECT}\nit is\n  ${first}\nfull output:\n${out}")
+endif()
+message(STATUS "rejected as expected: ${first}")
