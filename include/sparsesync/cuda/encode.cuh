@@ -65,6 +65,7 @@ inline std::uint64_t max_frame_bytes(const device_bucket& b, const encode_config
   const std::uint64_t nonempty = n < chunks ? n : chunks;
   const std::uint64_t vmax = cfg.mode == value_mode::absolute ? w : (8 * w + 6) / 7;
   std::uint64_t data = 0;
+  static_assert(detail::device_encoder_count == 4, "sparsesync: encoder_table (codec/encoder_table.hpp) gained a row: add its largest data size to max_frame_bytes");
   switch (cfg.encoder) {
     case encoder_id::raw_index32: data = n * (4 + vmax); break;
     case encoder_id::bitmap: data = nonempty * ((chunk + 7) / 8) + n * vmax; break;

@@ -220,6 +220,9 @@ struct stage_loader {
 inline constexpr int decode_threads = 128;
 inline constexpr int process_threads = 256;
 
+static_assert(device_encoder_count == 4,
+              "sparsesync: encoder_table (codec/encoder_table.hpp) gained a row: decode it in warp_decode_chunks (byte-aligned) or in apply_rice_kernel (sequential)");
+
 // Pass 1a, a warp per chunk: the chunk's payload checksum share (verify only) and, for raw_index32, bitmap
 // and delta_varint, the full canonical decoding into the staging list.
 template <class W, bool Verify>

@@ -55,10 +55,12 @@ encode_layout carve_encode(void* d_temp, const device_bucket& b, const encode_co
   return l;
 }
 
+static_assert(device_encoder_count == 4, "sparsesync: encoder_table (codec/encoder_table.hpp) gained a row: check valid_config and warp_encoder");
+
 inline bool valid_config(const device_bucket& b, const encode_config& cfg) {
   if (!is_valid(b.dtype) || b.numel == 0 || b.segment_count == 0 || b.segments == nullptr) return false;
   if (cfg.log2_chunk < min_log2_chunk || cfg.log2_chunk > max_log2_chunk) return false;
-  if (static_cast<unsigned>(cfg.encoder) < 1 || static_cast<unsigned>(cfg.encoder) > 4) return false;
+  if (static_cast<unsigned>(cfg.encoder) < 1 || static_cast<unsigned>(cfg.encoder) > device_encoder_count) return false;
   if (cfg.mode != value_mode::absolute && cfg.mode != value_mode::ulp) return false;
   const std::uint64_t chunks = ((b.numel - 1) >> cfg.log2_chunk) + 1;
   return chunks <= 0xFFFFFFFFull;

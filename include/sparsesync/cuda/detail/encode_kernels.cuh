@@ -180,6 +180,8 @@ SPARSESYNC_KERNEL void __launch_bounds__(P::chunk_threads) chunk_write_kernel(ch
 }
 
 // ---- warp-per-chunk size and write passes for raw_index32, delta_varint and bitmap ----
+static_assert(device_encoder_count == 4,
+              "sparsesync: encoder_table (codec/encoder_table.hpp) gained a row: give it warp-per-chunk size and write passes here, or send it to the thread-per-chunk kernels (warp_encoder)");
 // Lanes take consecutive changes; byte offsets come from warp scans of per-change byte counts, so each lane
 // writes its own bytes (no two lanes share a byte; bitmap bits that share a byte are merged first), then the
 // warp hashes the chunk (warp_hash_chunk).
