@@ -219,7 +219,7 @@ double time_detect(const sc::device_bucket& b, const void* const* d_base, const 
   void* tmp = nullptr;
   CK(cudaMalloc(&tmp, l0.bytes));
   const d::encode_layout l = d::carve_encode<P>(tmp, b, cfg);
-  d::resolve_segments_kernel<<<1, 128>>>(b.segments, b.segment_count, d_base, d_target, 2, l.resolved);
+  d::resolve_segments_kernel<sc::default_policy><<<1, 128>>>(b.segments, b.segment_count, d_base, d_target, 2, l.resolved);
   d::detect_params dp{l.resolved, b.segment_count, b.numel, l.tile_log2, cfg.mode, l.pos, l.val, cfg.max_changes,
                       l.tile_off, l.tile_cnt, &l.ctr->allocated, l.ctr->base, l.ctr->delta};
   const double t = median_ms(reps, [&] {

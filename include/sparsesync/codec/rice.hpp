@@ -22,10 +22,7 @@ namespace detail {
 inline constexpr unsigned rice_escape = rice_params::escape;
 
 // Bits to Rice-code v with parameter k, escape included (raw_bits: width of the raw field after an escape).
-SPARSESYNC_HD std::uint64_t rice_cost(std::uint64_t v, unsigned k, unsigned raw_bits) {
-  const std::uint64_t q = v >> k;
-  return q < rice_escape ? q + 1 + k : rice_escape + raw_bits;
-}
+SPARSESYNC_HD std::uint64_t rice_cost(std::uint64_t v, unsigned k, unsigned raw_bits) { return rice_params::code_bits(v, k, raw_bits); }
 
 inline void rice_put(bit_writer& w, std::uint64_t v, unsigned k, unsigned raw_bits) {
   const std::uint64_t q = v >> k;

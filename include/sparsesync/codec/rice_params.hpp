@@ -11,5 +11,13 @@ inline constexpr unsigned escape = 16;        // a quotient this large is sent a
 inline constexpr unsigned gap_raw_bits = 32;  // width of an escaped position gap
 inline constexpr unsigned max_gap_k = 24;     // largest position-gap parameter a payload may name
 
+// Bits to Rice-code v with parameter k, escape included (raw_bits: width of the raw field after an escape).
+// U: the host codec counts in 64 bits, the device codec in 32 (its values are 32-bit; fewer registers).
+template <class U>
+SPARSESYNC_HD constexpr U code_bits(U v, unsigned k, unsigned raw_bits) {
+  const U q = v >> k;
+  return q < escape ? q + 1 + k : escape + raw_bits;
+}
+
 }  // namespace rice_params
 SPARSESYNC_NS_END

@@ -17,9 +17,16 @@
 #error "sparsesync/cuda/*.cuh must be compiled by nvcc (or another CUDA compiler)"
 #endif
 
-// Kernels get hidden visibility and live in the versioned inline namespace of SPARSESYNC_NS_BEGIN: two shared
-// libraries that both include these headers (perhaps different versions, built for different GPUs) keep
-// their own kernels instead of silently sharing one weak symbol.
+// Linkage of header-defined device code, as CCCL does it:
+// - Every kernel is a template (on the tuning policy of the dispatch that launches it, or an unused `int = 0`
+//   where there is none): its definition in each translation unit that includes these headers is then a weak
+//   (COMDAT) symbol, which the linker merges. A non-template __global__ function would be a strong symbol
+//   defined in every .cu file of the program ("multiple definition"). tests/cuda/link_*.cu checks it.
+// - Every other function is a template, inline (SPARSESYNC_DEVICE and SPARSESYNC_HD imply it) or constexpr;
+//   namespace-scope constants are `inline constexpr`; there are no __device__ or __constant__ variables.
+// - Kernels get hidden visibility and live in the versioned inline namespace of SPARSESYNC_NS_BEGIN: two
+//   shared libraries that both include these headers (perhaps different versions, built for different GPUs)
+//   keep their own kernels instead of silently sharing one weak symbol.
 #if defined(__GNUC__) || defined(__clang__)
 #define SPARSESYNC_KERNEL_VISIBILITY __attribute__((visibility("hidden")))
 #else

@@ -1,11 +1,15 @@
-// Types shared by the CUDA encode and apply paths: device views of buckets and model layouts, temporary
-// storage carving, small device helpers.
+// The vocabulary of the CUDA codec's public API (device views of buckets and model layouts, the encode and
+// apply configurations, results and verdicts), and the small helpers that the detail/ kernels share:
+// temporary storage carving, unaligned little-endian stores, warp sums.
 #pragma once
 
 #include <sparsesync/bucketing/bucket_plan.hpp>
+#include <sparsesync/codec/encoder.hpp>
+#include <sparsesync/codec/value_mode.hpp>
 #include <sparsesync/core/dtype.hpp>
 #include <sparsesync/core/layout.hpp>
 #include <sparsesync/cuda/config.cuh>
+#include <sparsesync/format/wire.hpp>
 
 #include <cstddef>
 #include <vector>
@@ -47,6 +51,84 @@ inline std::vector<device_segment> make_device_segments(const model_layout& layo
   }
   return out;
 }
+
+// ---- encode: configuration and result (encode.cuh) ----
+
+enum class encode_status : std::int32_t {
+  ok = 0,
+  scratch_too_small = 1,  // more changes than encode_config::max_changes: see encode_result::entries_needed
+  output_too_small = 2,   // the frame needs encode_result::frame_bytes bytes of output
+  internal_error = 3,     // the size and write passes disagreed (a bug: please report)
+};
+
+// Written by the last kernel of an encode into device memory.
+struct encode_result {
+  std::int32_t status = 0;  // encode_status
+  std::uint32_t reserved = 0;
+  std::uint64_t frame_bytes = 0;     // bucket frame length (also when the output was too small)
+  std::uint64_t changed = 0;         // changed elements
+  std::uint64_t entries_needed = 0;  // scratch entries the detect pass reserved (>= changed; padding per tile)
+  std::uint64_t base_checksum = 0;
+  std::uint64_t target_checksum = 0;
+  std::uint64_t payload_checksum = 0;
+};
+
+struct encode_config {
+  encoder_id encoder = encoder_id::delta_varint;
+  value_mode mode = value_mode::absolute;
+  unsigned log2_chunk = default_log2_chunk;
+  std::uint32_t bucket_index = 0;
+  // Scratch capacity in changes (each costs 2 + element bytes). Exceeding it is reported, not fatal.
+  std::uint64_t max_changes = 0;
+  // The incremental path: the caller vouches for the bucket's base content checksum (typically the target
+  // checksum of the previous step), so only changed elements are hashed.
+  bool known_base = false;
+  std::uint64_t base_checksum = 0;
+};
+
+// ---- apply: the receiver's layout, the verdict, the configuration (apply.cuh) ----
+
+// The receiver's model layout on the device (per tensor arrays). Build it with device_layout_storage (plan.cuh).
+struct device_layout {
+  const std::uint64_t* numel = nullptr;
+  const std::uint64_t* first_element = nullptr;
+  const std::uint8_t* dtype = nullptr;
+  const std::uint32_t* next_nonempty = nullptr;  // next tensor index after i with numel > 0, or tensor_count
+  std::uint32_t tensor_count = 0;
+  std::uint32_t first_nonempty = 0;
+  std::uint64_t total_numel = 0;
+};
+
+// Patch-wide verdict and running sums, in device memory. Reset it (reset_apply_state) before a patch.
+struct apply_state {
+  std::int32_t status;         // errc of the first failure, 0 while everything verified so far
+  std::uint32_t failed_bucket; // bucket index of that failure
+  std::uint32_t buckets;       // buckets verified
+  std::uint32_t cursor_tensor; // where the next bucket's first segment must start
+  std::uint64_t cursor_offset;
+  std::uint64_t numel;         // sums over verified buckets (header values)
+  std::uint64_t changed;
+  std::uint64_t base_checksum;
+  std::uint64_t target_checksum;
+  std::uint64_t committed;     // buckets committed
+};
+
+struct apply_config {
+  // The receiver vouches for its whole-model base checksum: buckets are not re-hashed; check_patch compares
+  // the sum of the buckets' base checksums with the vouched value. Only changed elements are read.
+  bool known_base = false;
+  // Most segments a frame may have (scratch is sized for it). 0: the layout's tensor count + 4096.
+  std::uint32_t max_segments = 0;
+  // Most changes a frame may carry: decoded changes are staged (8 bytes each) between verify and commit.
+  // A frame with more is refused with errc::invalid_argument. apply_plan sets it from the frame's header.
+  std::uint64_t max_changes = 0;
+  // Most chunks a frame may have (per-chunk tables are sized for it). 0: as many as the frame length allows.
+  std::uint64_t max_chunks = 0;
+  // Keep the old bits of every staged change so that undo_bucket can restore a committed bucket. For 1- and
+  // 2-byte dtypes they always travel in the staging list's upper bits; this adds a 4-byte array per staged
+  // change for 4-byte dtypes.
+  bool keep_old = false;
+};
 
 namespace detail {
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <sparsesync/codec/encoder.hpp>
+#include <sparsesync/codec/encoder_table.hpp>
 #include <sparsesync/codec/rice_params.hpp>
 #include <sparsesync/codec/value_mode.hpp>
 #include <sparsesync/core/dtype.hpp>
@@ -14,9 +15,16 @@ SPARSESYNC_NS_BEGIN
 namespace cuda {
 namespace detail {
 
-inline constexpr unsigned rice_escape_q = rice_params::escape;
-inline constexpr unsigned rice_gap_raw_bits = rice_params::gap_raw_bits;
-inline constexpr unsigned rice_max_gap_k = rice_params::max_gap_k;
+// The device codec has the twins of encoder ids 1..device_encoder_count. A row added to encoder_table stops the
+// build here and at every site that branches on the encoder id (each repeats the check with what to add
+// there), so that no site sends a new id down another encoder's branch: chunk_data_size, encode_chunk and
+// chunk_decoder (this file), warp_decode_chunk (warp_decode.cuh), the warp size and write kernels
+// (encode_kernels.cuh), valid_config and warp_encoder (dispatch_encode.cuh), max_frame_bytes (encode.cuh), the
+// decode kernels (apply_kernels.cuh).
+inline constexpr std::uint8_t device_encoder_count = 4;
+static_assert(device_encoder_count == max_encoder_id,
+              "sparsesync: encoder_table (codec/encoder_table.hpp) gained a row: give it its device twin at every site listed above cuda::detail::device_encoder_count "
+              "(cuda/detail/chunk_codec.cuh), then raise the count");
 
 SPARSESYNC_HD unsigned varint_bytes(std::uint64_t v) {
   unsigned n = 1;
@@ -25,11 +33,6 @@ SPARSESYNC_HD unsigned varint_bytes(std::uint64_t v) {
     ++n;
   }
   return n;
-}
-
-SPARSESYNC_HD std::uint32_t rice_bits(std::uint32_t v, unsigned k, unsigned raw_bits) {
-  const std::uint32_t q = v >> k;
-  return q < rice_escape_q ? q + 1 + k : rice_escape_q + raw_bits;
 }
 
 // What the size pass learns about a chunk and the write pass needs.
@@ -44,6 +47,7 @@ struct chunk_plan {
 template <class W, class Src>
 SPARSESYNC_DEVICE std::uint64_t chunk_data_size(encoder_id enc, value_mode mode, std::uint32_t numel, std::uint32_t n, Src& src,
                                                 chunk_plan& plan) {
+  static_assert(device_encoder_count == 4, "sparsesync: encoder_table (codec/encoder_table.hpp) gained a row: add its data size to chunk_data_size");
   constexpr unsigned wbits = 8 * sizeof(W);
   plan.changes = n;
   plan.k_gap = 0;
@@ -51,10 +55,10 @@ SPARSESYNC_DEVICE std::uint64_t chunk_data_size(encoder_id enc, value_mode mode,
   if (n == 0) return 0;
   const std::uint64_t abs_values = std::uint64_t{n} * sizeof(W);
   if (enc == encoder_id::rice) {
-    std::uint32_t gc[rice_max_gap_k + 1];
+    std::uint32_t gc[rice_params::max_gap_k + 1];
     std::uint32_t vc[wbits];
 #pragma unroll
-    for (unsigned k = 0; k <= rice_max_gap_k; ++k) gc[k] = 0;
+    for (unsigned k = 0; k <= rice_params::max_gap_k; ++k) gc[k] = 0;
 #pragma unroll
     for (unsigned k = 0; k < wbits; ++k) vc[k] = 0;
     std::uint32_t next = 0;
@@ -63,16 +67,16 @@ SPARSESYNC_DEVICE std::uint64_t chunk_data_size(encoder_id enc, value_mode mode,
       const std::uint32_t g = pos - next;
       next = pos + 1;
 #pragma unroll
-      for (unsigned k = 0; k <= rice_max_gap_k; ++k) gc[k] += rice_bits(g, k, rice_gap_raw_bits);
+      for (unsigned k = 0; k <= rice_params::max_gap_k; ++k) gc[k] += rice_params::code_bits(g, k, rice_params::gap_raw_bits);
       if (ulp) {
         const std::uint32_t c = static_cast<std::uint32_t>(zigzag<W>(v)) - 1u;
 #pragma unroll
-        for (unsigned k = 0; k < wbits; ++k) vc[k] += rice_bits(c, k, wbits);
+        for (unsigned k = 0; k < wbits; ++k) vc[k] += rice_params::code_bits(c, k, wbits);
       }
     });
     std::uint32_t best_g = gc[0], kg = 0;
 #pragma unroll
-    for (unsigned k = 1; k <= rice_max_gap_k; ++k)
+    for (unsigned k = 1; k <= rice_params::max_gap_k; ++k)
       if (gc[k] < best_g) {
         best_g = gc[k];
         kg = k;
@@ -129,11 +133,11 @@ SPARSESYNC_DEVICE void put_values(Writer& w, value_mode mode, Src& src) {
 template <class Writer>
 SPARSESYNC_DEVICE void rice_put(Writer& w, std::uint32_t v, unsigned k, unsigned raw_bits) {
   const std::uint32_t q = v >> k;
-  if (q < rice_escape_q) {
+  if (q < rice_params::escape) {
     w.put((std::uint64_t{1} << q) - 1, q + 1);  // q ones, then the terminating zero
     if (k) w.put(v & ((std::uint64_t{1} << k) - 1), k);
   } else {
-    w.put_ones(rice_escape_q);
+    w.put_ones(rice_params::escape);
     w.put(v, raw_bits);
   }
 }
@@ -141,6 +145,7 @@ SPARSESYNC_DEVICE void rice_put(Writer& w, std::uint32_t v, unsigned k, unsigned
 // Writes a chunk's data (n > 0) in the layout of FORMAT.md 3.4.
 template <class W, class Writer, class Src>
 SPARSESYNC_DEVICE void encode_chunk(encoder_id enc, value_mode mode, std::uint32_t numel, const chunk_plan& plan, Src& src, Writer& w) {
+  static_assert(device_encoder_count == 4, "sparsesync: encoder_table (codec/encoder_table.hpp) gained a row: add its writer to encode_chunk");
   constexpr unsigned wbits = 8 * sizeof(W);
   switch (enc) {
     case encoder_id::raw_index32:
@@ -191,7 +196,7 @@ SPARSESYNC_DEVICE void encode_chunk(encoder_id enc, value_mode mode, std::uint32
       w.put(plan.k_val, 8);
       std::uint32_t next = 0;
       src.for_each([&](std::uint32_t pos, W) {
-        rice_put(w, pos - next, plan.k_gap, rice_gap_raw_bits);
+        rice_put(w, pos - next, plan.k_gap, rice_params::gap_raw_bits);
         next = pos + 1;
       });
       if (mode == value_mode::ulp) {
@@ -209,6 +214,8 @@ SPARSESYNC_DEVICE void encode_chunk(encoder_id enc, value_mode mode, std::uint32
 // interpreted; whole 16-byte blocks are loaded only inside [lo, hi), the allocation holding it (e.g. the frame).
 template <class W>
 class chunk_decoder {
+  static_assert(device_encoder_count == 4, "sparsesync: encoder_table (codec/encoder_table.hpp) gained a row: add its decoder to chunk_decoder (init, next, finish, read_value)");
+
  public:
   SPARSESYNC_DEVICE chunk_decoder(encoder_id enc, value_mode mode, const unsigned char* data, std::uint32_t len,
                                   std::uint32_t numel, std::uint32_t changes, const unsigned char* lo = nullptr,
@@ -252,13 +259,13 @@ class chunk_decoder {
         if (len_ < 2 || (std::uint64_t{len_} - 2) * 8 < n_) return errc::truncated;
         k_gap_ = data_[0];
         k_val_ = data_[1];
-        if (k_gap_ > rice_max_gap_k) return errc::malformed;
+        if (k_gap_ > rice_params::max_gap_k) return errc::malformed;
         if (mode_ == value_mode::absolute ? k_val_ != 0 : k_val_ >= 8 * sizeof(W)) return errc::malformed;
         bit_reader scan(data_ + 2, end, lo_, hi_);
         std::uint64_t next = 0;
         for (std::uint32_t i = 0; i < n_; ++i) {
           std::uint64_t gap = 0;
-          if (const errc e = rice_get(scan, k_gap_, rice_gap_raw_bits, gap); e != errc::ok) return e;
+          if (const errc e = rice_get(scan, k_gap_, rice_params::gap_raw_bits, gap); e != errc::ok) return e;
           const std::uint64_t pos = next + gap;
           if (pos >= numel_) return errc::index_out_of_range;
           next = pos + 1;
@@ -301,7 +308,7 @@ class chunk_decoder {
       }
       case encoder_id::rice: {
         std::uint64_t gap = 0;
-        if (const errc e = rice_get(pr_, k_gap_, rice_gap_raw_bits, gap); e != errc::ok) return e;
+        if (const errc e = rice_get(pr_, k_gap_, rice_params::gap_raw_bits, gap); e != errc::ok) return e;
         p = next_ + gap;
         if (p >= numel_) return errc::index_out_of_range;
         break;
@@ -338,14 +345,14 @@ class chunk_decoder {
   }
 
   SPARSESYNC_DEVICE static errc rice_get(bit_reader& r, unsigned k, unsigned raw_bits, std::uint64_t& v) {
-    const unsigned q = r.get_unary(rice_escape_q);
-    if (q < rice_escape_q) {
+    const unsigned q = r.get_unary(rice_params::escape);
+    if (q < rice_params::escape) {
       v = (std::uint64_t{q} << k) | r.get(k);
       return r.failed() ? errc::truncated : errc::ok;
     }
     v = r.get(raw_bits);
     if (r.failed()) return errc::truncated;
-    return (v >> k) >= rice_escape_q ? errc::ok : errc::non_canonical;
+    return (v >> k) >= rice_params::escape ? errc::ok : errc::non_canonical;
   }
 
   // Loads the next 1..4 mask bytes into bits_ (checking bits past the chunk's end).

@@ -165,6 +165,7 @@ SPARSESYNC_DEVICE void block_add_to_slot(std::uint64_t v, std::uint64_t* s_warp,
 }
 
 // Resolves a bucket's segments against this call's tensor pointer arrays (one thread per segment).
+template <class P>
 SPARSESYNC_KERNEL void resolve_segments_kernel(const device_segment* segs, std::uint32_t count, const void* const* base,
                                                const void* const* target, unsigned width, resolved_segment* out) {
   const std::uint32_t s = blockIdx.x * blockDim.x + threadIdx.x;

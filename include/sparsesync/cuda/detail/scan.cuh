@@ -31,6 +31,7 @@ SPARSESYNC_KERNEL void __launch_bounds__(scan_threads) scan_upsweep_kernel(Load 
   if (threadIdx.x == 0) partials[blockIdx.x] = sum;
 }
 
+template <int = 0>  // (a template only for its linkage: see SPARSESYNC_KERNEL)
 SPARSESYNC_KERNEL void __launch_bounds__(scan_blocks) scan_spine_kernel(std::uint64_t* partials, int blocks, std::uint64_t* d_total) {
   using scan_t = cub::BlockScan<std::uint64_t, scan_blocks>;
   __shared__ typename scan_t::TempStorage tmp;
@@ -70,7 +71,7 @@ cudaError_t exclusive_scan(Load load, const std::uint32_t* d_count, std::uint64_
                            std::uint64_t* d_total, cudaStream_t stream) {
   scan_upsweep_kernel<Load><<<scan_blocks, scan_threads, 0, stream>>>(load, d_count, count, partials);
   SPARSESYNC_CUDA_LAUNCH_CHECK(stream);
-  scan_spine_kernel<<<1, scan_blocks, 0, stream>>>(partials, scan_blocks, d_total);
+  scan_spine_kernel<><<<1, scan_blocks, 0, stream>>>(partials, scan_blocks, d_total);
   SPARSESYNC_CUDA_LAUNCH_CHECK(stream);
   scan_downsweep_kernel<Load><<<scan_blocks, scan_threads, 0, stream>>>(load, d_count, count, partials, out);
   SPARSESYNC_CUDA_LAUNCH_CHECK(stream);

@@ -1,0 +1,175 @@
+// Dispatch of the GPU encoder (as CUB's device/dispatch): carves the temporary storage (two-phase), checks
+// the configuration and launches the pipeline of cuda/encode.cuh on a stream, kernels templated on the
+// tuning policy. The public entry points (encode.cuh) forward here at once.
+#pragma once
+
+#include <sparsesync/cuda/detail/detect.cuh>
+#include <sparsesync/cuda/detail/encode_kernels.cuh>
+#include <sparsesync/cuda/detail/scan.cuh>
+#include <sparsesync/cuda/types.cuh>
+
+SPARSESYNC_NS_BEGIN
+namespace cuda {
+namespace detail {
+
+struct encode_layout {
+  unsigned w = 2;
+  unsigned tile_log2 = 0;
+  std::uint64_t num_tiles = 0;
+  std::uint64_t chunk_count = 0;
+  encode_counters* ctr = nullptr;
+  std::uint64_t* tile_off = nullptr;
+  std::uint32_t* tile_cnt = nullptr;
+  std::uint16_t* pos = nullptr;
+  void* val = nullptr;
+  chunk_plan* plans = nullptr;
+  std::uint64_t* chunk_bytes = nullptr;
+  std::uint64_t* chunk_off = nullptr;
+  std::uint64_t* scan_partials = nullptr;
+  resolved_segment* resolved = nullptr;
+  std::size_t bytes = 0;
+};
+
+template <class D>
+encode_layout carve_encode(void* d_temp, const device_bucket& b, const encode_config& cfg) {
+  encode_layout l;
+  l.w = size_of(b.dtype);
+  const unsigned max_tile_log2 = visit_width(l.w, [&]<class W>() {
+    return tile_traits<W, D::detect_threads, D::detect_iters>::max_tile_log2;
+  });
+  l.tile_log2 = cfg.log2_chunk < max_tile_log2 ? cfg.log2_chunk : max_tile_log2;
+  l.num_tiles = (b.numel + (std::uint64_t{1} << l.tile_log2) - 1) >> l.tile_log2;
+  l.chunk_count = (b.numel + (std::uint64_t{1} << cfg.log2_chunk) - 1) >> cfg.log2_chunk;
+  temp_carver t(d_temp);
+  l.ctr = t.take<encode_counters>(1);
+  l.tile_off = t.take<std::uint64_t>(l.num_tiles);
+  l.tile_cnt = t.take<std::uint32_t>(l.num_tiles);
+  l.pos = t.take<std::uint16_t>(cfg.max_changes);
+  l.val = t.take<unsigned char>(cfg.max_changes * l.w);
+  l.plans = t.take<chunk_plan>(l.chunk_count);
+  l.chunk_bytes = t.take<std::uint64_t>(l.chunk_count);
+  l.chunk_off = t.take<std::uint64_t>(l.chunk_count);
+  l.scan_partials = t.take<std::uint64_t>(scan_partials_words);
+  l.resolved = t.take<resolved_segment>(b.segment_count);
+  l.bytes = t.bytes();
+  return l;
+}
+
+static_assert(device_encoder_count == 4, "sparsesync: encoder_table (codec/encoder_table.hpp) gained a row: check valid_config and warp_encoder");
+
+inline bool valid_config(const device_bucket& b, const encode_config& cfg) {
+  if (!is_valid(b.dtype) || b.numel == 0 || b.segment_count == 0 || b.segments == nullptr) return false;
+  if (cfg.log2_chunk < min_log2_chunk || cfg.log2_chunk > max_log2_chunk) return false;
+  if (static_cast<unsigned>(cfg.encoder) < 1 || static_cast<unsigned>(cfg.encoder) > device_encoder_count) return false;
+  if (cfg.mode != value_mode::absolute && cfg.mode != value_mode::ulp) return false;
+  const std::uint64_t chunks = ((b.numel - 1) >> cfg.log2_chunk) + 1;
+  return chunks <= 0xFFFFFFFFull;
+}
+
+// raw_index32, delta_varint and bitmap are written a warp per chunk; rice (a sequential bit code) a thread per chunk.
+inline bool warp_encoder(encoder_id e) { return e != encoder_id::rice; }
+
+struct sum_loader {
+  const std::uint64_t* v;
+  SPARSESYNC_DEVICE std::uint64_t operator()(std::uint64_t i) const { return v[i]; }
+};
+
+template <class P>
+cudaError_t encode_detect(const encode_layout& l, const device_bucket& b, const void* const* d_base, const void* const* d_target,
+                          encode_result* d_result, const encode_config& cfg, cudaStream_t stream) {
+  SPARSESYNC_CUDA_TRY(cudaMemsetAsync(l.ctr, 0, sizeof(encode_counters), stream));
+  if (l.num_tiles > 0x7FFFFFFFull) return cudaErrorInvalidValue;
+  resolve_segments_kernel<P><<<(b.segment_count + 127) / 128, 128, 0, stream>>>(b.segments, b.segment_count, d_base, d_target, l.w,
+                                                                             l.resolved);
+  SPARSESYNC_CUDA_LAUNCH_CHECK(stream);
+  detect_params dp{l.resolved, b.segment_count, b.numel, l.tile_log2, cfg.mode, l.pos, l.val, cfg.max_changes,
+                   l.tile_off, l.tile_cnt, &l.ctr->allocated, l.ctr->base, l.ctr->delta};
+  chunk_pass_params cp{b.numel,       static_cast<std::uint32_t>(l.chunk_count), cfg.log2_chunk, l.tile_log2, l.num_tiles, cfg.encoder,
+                       cfg.mode,      l.pos, l.val, l.tile_off, l.tile_cnt, cfg.max_changes, l.plans, l.chunk_bytes, l.chunk_off,
+                       l.ctr,         nullptr, 0, b.segment_count};
+  const unsigned grid = static_cast<unsigned>(l.num_tiles);
+  const unsigned chunk_grid = static_cast<unsigned>((l.chunk_count + P::chunk_threads - 1) / P::chunk_threads);
+  const unsigned warp_grid = static_cast<unsigned>((l.chunk_count * 32 + P::chunk_threads - 1) / P::chunk_threads);
+  using DK = typename P::detect_known;
+  using DH = typename P::detect_hashed;
+  cudaError_t err = visit_width(l.w, [&]<class W>() -> cudaError_t {
+    if (cfg.known_base)
+      detect_kernel<W, DK, false><<<grid, DK::detect_threads, 0, stream>>>(dp);
+    else
+      detect_kernel<W, DH, true><<<grid, DH::detect_threads, 0, stream>>>(dp);
+    SPARSESYNC_CUDA_LAUNCH_CHECK(stream);
+    if (warp_encoder(cfg.encoder))
+      warp_size_kernel<W, P><<<warp_grid, P::chunk_threads, 0, stream>>>(cp);
+    else
+      chunk_size_kernel<W, P><<<chunk_grid, P::chunk_threads, 0, stream>>>(cp);
+    SPARSESYNC_CUDA_LAUNCH_CHECK(stream);
+    return cudaSuccess;
+  });
+  if (err != cudaSuccess) return err;
+  SPARSESYNC_CUDA_TRY(exclusive_scan(sum_loader{l.chunk_bytes}, nullptr, l.chunk_count, l.scan_partials, l.chunk_off,
+                                     &l.ctr->data_total, stream));
+  if (d_result) {
+    finalize_params fp{b.segments, b.segment_count, cfg.bucket_index, cfg.encoder, cfg.mode, b.dtype, cfg.log2_chunk, b.numel,
+                       static_cast<std::uint32_t>(l.chunk_count), cfg.max_changes, l.ctr, cfg.known_base, cfg.base_checksum, false,
+                       nullptr, 0, d_result};
+    encode_finalize_kernel<P><<<1, 32, 0, stream>>>(fp);
+    SPARSESYNC_CUDA_LAUNCH_CHECK(stream);
+  }
+  return cudaSuccess;
+}
+
+template <class P>
+cudaError_t encode_write(const encode_layout& l, const device_bucket& b, unsigned char* d_out, std::size_t out_capacity,
+                         encode_result* d_result, const encode_config& cfg, cudaStream_t stream) {
+  SPARSESYNC_CUDA_TRY(cudaMemsetAsync(l.ctr->payload, 0, sizeof(l.ctr->payload) + 2 * sizeof(std::int32_t), stream));
+  chunk_pass_params cp{b.numel,       static_cast<std::uint32_t>(l.chunk_count), cfg.log2_chunk, l.tile_log2, l.num_tiles, cfg.encoder,
+                       cfg.mode,      l.pos, l.val, l.tile_off, l.tile_cnt, cfg.max_changes, l.plans, l.chunk_bytes, l.chunk_off,
+                       l.ctr,         d_out, out_capacity, b.segment_count};
+  const unsigned chunk_grid = static_cast<unsigned>((l.chunk_count + P::chunk_threads - 1) / P::chunk_threads);
+  const unsigned warp_grid = static_cast<unsigned>((l.chunk_count * 32 + P::chunk_threads - 1) / P::chunk_threads);
+  cudaError_t err = visit_width(l.w, [&]<class W>() -> cudaError_t {
+    if (warp_encoder(cfg.encoder))
+      warp_write_kernel<W, P><<<warp_grid, P::chunk_threads, 0, stream>>>(cp);
+    else
+      chunk_write_kernel<W, P><<<chunk_grid, P::chunk_threads, 0, stream>>>(cp);
+    SPARSESYNC_CUDA_LAUNCH_CHECK(stream);
+    return cudaSuccess;
+  });
+  if (err != cudaSuccess) return err;
+  finalize_params fp{b.segments, b.segment_count, cfg.bucket_index, cfg.encoder, cfg.mode, b.dtype, cfg.log2_chunk, b.numel,
+                     static_cast<std::uint32_t>(l.chunk_count), cfg.max_changes, l.ctr, cfg.known_base, cfg.base_checksum, true,
+                     d_out, out_capacity, d_result};
+  encode_finalize_kernel<P><<<1, 256, 0, stream>>>(fp);
+  SPARSESYNC_CUDA_LAUNCH_CHECK(stream);
+  return cudaSuccess;
+}
+
+enum class encode_phase { detect, write, both };
+
+template <class P>
+cudaError_t dispatch_encode(void* d_temp, std::size_t& temp_bytes, const device_bucket& b, const void* const* d_base,
+                            const void* const* d_target, unsigned char* d_out, std::size_t out_capacity, encode_result* d_result,
+                            const encode_config& cfg, cudaStream_t stream, encode_phase phase) {
+  static_assert(tuning_policy<P>, "sparsesync: the CUDA tuning policy must satisfy sparsesync::cuda::tuning_policy");
+  if (!valid_config(b, cfg)) return cudaErrorInvalidValue;
+  const encode_layout l = cfg.known_base ? carve_encode<typename P::detect_known>(d_temp, b, cfg)
+                                         : carve_encode<typename P::detect_hashed>(d_temp, b, cfg);
+  if (d_temp == nullptr) {
+    temp_bytes = l.bytes;
+    return cudaSuccess;
+  }
+  if (temp_bytes < l.bytes) return cudaErrorInvalidValue;
+  if (phase != encode_phase::write) {
+    if (d_base == nullptr || d_target == nullptr) return cudaErrorInvalidValue;
+    SPARSESYNC_CUDA_TRY(encode_detect<P>(l, b, d_base, d_target, phase == encode_phase::detect ? d_result : nullptr, cfg, stream));
+  }
+  if (phase != encode_phase::detect) {
+    if (d_out == nullptr || d_result == nullptr) return cudaErrorInvalidValue;
+    SPARSESYNC_CUDA_TRY(encode_write<P>(l, b, d_out, out_capacity, d_result, cfg, stream));
+  }
+  return cudaSuccess;
+}
+
+}  // namespace detail
+}  // namespace cuda
+SPARSESYNC_NS_END

@@ -1,0 +1,4 @@
+// Link test, second translation unit (see link_unit.cuh): the same headers and instantiations as link_a.cu.
+#include "link_unit.cuh"
+
+int link_b_failures() { return sparsesync_test::link_unit_failures(); }
