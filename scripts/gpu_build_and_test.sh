@@ -32,5 +32,5 @@ SYNC_ONLY=${SYNC_ONLY:-0} scripts/run_gpu_tests.sh "$build/tests/cuda" "$out/gpu
     NCCL_NVLS_ENABLE=0 "$build/examples/nccl_sync" --elements 20000000 --versions 3; r=$?; [[ $r == 0 || $r == 77 ]] || rc=1
   fi
 } > "$out/link_and_nccl.log" 2>&1
-tail -5 "$out/gpu_tests.log" "$out/link_and_nccl.log"
+tail -n 5 "$out/gpu_tests.log" "$out/link_and_nccl.log"
 exit $rc
