@@ -25,15 +25,29 @@ summary() {
 }
 trap summary EXIT
 
-run_ctest() {  # run_ctest LOGNAME ctest-args...: ctest's output on the terminal and in the log; ctest's exit code
-  local name=$1
-  shift
-  ctest "$@" 2>&1 | tee "$logs/$name.log"
+# Why each skipped test did not run: ctest shows no output of a skipped test, so print the last line it wrote
+# (from ctest's LastTest.log, where every output block ends with "<end of output>").
+skip_reasons() {  # skip_reasons LOG BUILD_DIR
+  local t
+  for t in $(grep -E '^ *[0-9]+/[0-9]+ Test +#[0-9]+: ' "$1" | grep -F '***Skipped' | sed -E 's/.*Test +#[0-9]+: ([^ ]+) .*/\1/'); do
+    awk -v t="$t" '$0 ~ "^[0-9]+/[0-9]+ Test: " t "$" {on = 1; last = ""; next}
+                   on && /^<end of output>$/ {print "  skipped " t ": " last; on = 0}
+                   on && NF {last = $0}' "$2/Testing/Temporary/LastTest.log"
+  done
+}
+
+run_ctest() {  # run_ctest LOGNAME BUILD_DIR ctest-args...: output on the terminal and in the log; ctest's exit code
+  local name=$1 dir=$2
+  shift 2
+  local rc=0
+  ctest --test-dir "$dir" "$@" 2>&1 | tee "$logs/$name.log" || rc=$?
+  skip_reasons "$logs/$name.log" "$dir"
+  return "$rc"
 }
 
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release
 cmake --build "$build" -j "$(nproc)"
-run_ctest main --test-dir "$build" --output-on-failure --timeout 900 -j "$(nproc)" "$@"
+run_ctest main "$build" --output-on-failure --timeout 900 -j "$(nproc)" "$@"
 
 # The decoders of untrusted input, the sync engine and the CLI once more under AddressSanitizer and
 # UndefinedBehaviorSanitizer (host code; SPARSESYNC_SANITIZE=0 skips this). Only the programs it runs are built.
@@ -42,5 +56,5 @@ if [[ "${SPARSESYNC_SANITIZE:-1}" == 1 ]]; then
   cmake -S . -B "$asan" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DSPARSESYNC_ENABLE_CUDA=OFF -DSPARSESYNC_BUILD_BENCH=OFF \
     -DSPARSESYNC_BUILD_EXAMPLES=OFF "-DCMAKE_CXX_FLAGS=-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all"
   cmake --build "$asan" -j "$(nproc)" --target core_tests real_stream_tests sync_tests safetensors_tests cli_tests sparsesync_cli
-  run_ctest asan --test-dir "$asan" --output-on-failure --timeout 900 -j "$(nproc)" -R "^(core_tests|real_stream_tests|sync_tests|safetensors_tests|cli_tests)$"
+  run_ctest asan "$asan" --output-on-failure --timeout 900 -j "$(nproc)" -R "^(core_tests|real_stream_tests|sync_tests|safetensors_tests|cli_tests)$"
 fi
