@@ -18,7 +18,6 @@
 
 namespace sparsesync::cli {
 
-
 namespace detail_apply {
 
 // Streams BASE's tensors, in layout (= data-offset) order, into `out` with the staged changes applied.

@@ -17,7 +17,6 @@
 
 namespace sparsesync::cli {
 
-
 // The library's patch encoder, driven bucket by bucket so that a progress bar can follow.
 template <class Sel>
 std::vector<unsigned char> encode_with_progress(const model_layout& layout, std::span<const const_tensor_view> base,

@@ -14,7 +14,6 @@
 
 namespace sparsesync::cli {
 
-
 inline std::string hex64(std::uint64_t v) {
   char buf[19];
   std::snprintf(buf, sizeof buf, "0x%016" PRIx64, v);

@@ -36,7 +36,6 @@
 
 namespace sparsesync::cli {
 
-
 namespace detail_pull {
 
 // A checkpoint in memory: its header bytes as in the file and its data area (64-byte aligned, mutable: the

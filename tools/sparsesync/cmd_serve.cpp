@@ -35,7 +35,6 @@
 
 namespace sparsesync::cli {
 
-
 // "step-9" before "step-10": runs of digits compare as numbers, everything else byte by byte.
 inline bool natural_less(const std::string& a, const std::string& b) {
   auto digit = [](char c) { return c >= '0' && c <= '9'; };
