@@ -23,6 +23,11 @@ double arg(int argc, char** argv, const char* name, double fallback) {
   return fallback;
 }
 
+const char* const usage =
+    "usage: demo [--hidden 768] [--layers 12] [--vocab 32000] [--steps 3] [--lr 1e-6]\n"
+    "A GPT-shaped model takes AdamW steps; each step's BF16 change is encoded, applied by a rollout worker\n"
+    "and proven bit-identical to the trainer's weights.\n";
+
 double seconds_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
@@ -38,6 +43,12 @@ std::size_t patch_size(const ss::model_layout& layout, std::span<const ss::const
 }  // namespace
 
 int main(int argc, char** argv) try {
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0) {
+      std::fputs(usage, stdout);
+      return 0;
+    }
+  }
   const auto hidden = static_cast<std::uint64_t>(arg(argc, argv, "--hidden", 768));
   const auto layers = static_cast<std::uint64_t>(arg(argc, argv, "--layers", 12));
   const auto vocab = static_cast<std::uint64_t>(arg(argc, argv, "--vocab", 32000));

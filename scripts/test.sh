@@ -1,21 +1,60 @@
 #!/usr/bin/env bash
 # Installs missing dependencies, builds everything (CUDA parts too when nvcc is present) and runs all tests.
 # GPU tests skip with a message where no GPU is present. Usage: ./scripts/test.sh [extra ctest args]
+# The last line counts the tests of both stages: "N passed, N failed, N skipped" (ctest's skipped: exit 77).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/install-deps.sh
 export PATH="$PATH:/usr/local/cuda/bin"
 build=${SPARSESYNC_BUILD_DIR:-build/test}
+logs=$(mktemp -d)
+
+# One line per finished test in ctest's output: "  3/25 Test  #3: name ....   Passed    0.52 sec", or
+# "***Skipped", "***Failed", "***Timeout", "***Exception: ...", "***Not Run".
+summary() {
+  local rc=$?
+  local total passed skipped
+  total=$(cat "$logs"/*.log 2>/dev/null | grep -cE '^ *[0-9]+/[0-9]+ Test +#[0-9]+: ' || true)
+  passed=$(cat "$logs"/*.log 2>/dev/null | grep -E '^ *[0-9]+/[0-9]+ Test +#[0-9]+: ' | grep -cE ' Passed +[0-9.]+ sec' || true)
+  skipped=$(cat "$logs"/*.log 2>/dev/null | grep -E '^ *[0-9]+/[0-9]+ Test +#[0-9]+: ' | grep -cF '***Skipped' || true)
+  rm -rf "$logs"
+  echo
+  ((rc != 0)) && echo "test.sh: stopped with exit code $rc (a build or a test failed)"
+  echo "$passed passed, $((total - passed - skipped)) failed, $skipped skipped"
+  exit "$rc"
+}
+trap summary EXIT
+
+# Why each skipped test did not run: ctest shows no output of a skipped test, so print the last line it wrote
+# (from ctest's LastTest.log, where every output block ends with "<end of output>").
+skip_reasons() {  # skip_reasons LOG BUILD_DIR
+  local t
+  for t in $(grep -E '^ *[0-9]+/[0-9]+ Test +#[0-9]+: ' "$1" | grep -F '***Skipped' | sed -E 's/.*Test +#[0-9]+: ([^ ]+) .*/\1/'); do
+    awk -v t="$t" '$0 ~ "^[0-9]+/[0-9]+ Test: " t "$" {on = 1; last = ""; next}
+                   on && /^<end of output>$/ {print "  skipped " t ": " last; on = 0}
+                   on && NF {last = $0}' "$2/Testing/Temporary/LastTest.log"
+  done
+}
+
+run_ctest() {  # run_ctest LOGNAME BUILD_DIR ctest-args...: output on the terminal and in the log; ctest's exit code
+  local name=$1 dir=$2
+  shift 2
+  local rc=0
+  ctest --test-dir "$dir" "$@" 2>&1 | tee "$logs/$name.log" || rc=$?
+  skip_reasons "$logs/$name.log" "$dir"
+  return "$rc"
+}
+
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release
 cmake --build "$build" -j "$(nproc)"
-ctest --test-dir "$build" --output-on-failure --timeout 900 -j "$(nproc)" "$@"
+run_ctest main "$build" --output-on-failure --timeout 900 -j "$(nproc)" "$@"
 
 # The decoders of untrusted input, the sync engine and the CLI once more under AddressSanitizer and
-# UndefinedBehaviorSanitizer (host code; SPARSESYNC_SANITIZE=0 skips this).
+# UndefinedBehaviorSanitizer (host code; SPARSESYNC_SANITIZE=0 skips this). Only the programs it runs are built.
 if [[ "${SPARSESYNC_SANITIZE:-1}" == 1 ]]; then
   asan=${build}-asan
   cmake -S . -B "$asan" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DSPARSESYNC_ENABLE_CUDA=OFF -DSPARSESYNC_BUILD_BENCH=OFF \
     -DSPARSESYNC_BUILD_EXAMPLES=OFF "-DCMAKE_CXX_FLAGS=-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all"
   cmake --build "$asan" -j "$(nproc)" --target core_tests real_stream_tests sync_tests safetensors_tests cli_tests sparsesync_cli
-  ctest --test-dir "$asan" --output-on-failure --timeout 900 -j "$(nproc)" -R "^(core_tests|real_stream_tests|sync_tests|safetensors_tests|cli_tests)$"
+  run_ctest asan "$asan" --output-on-failure --timeout 900 -j "$(nproc)" -R "^(core_tests|real_stream_tests|sync_tests|safetensors_tests|cli_tests)$"
 fi

@@ -3,6 +3,7 @@
 // and applied with `auto` and `raw`, byte-identical; at step 24 every encoder x value mode, with the sizes that
 // issue 2's acceptance asks for, measured on the whole patch file as inspect reports it.
 #include "cli_support.hpp"
+#include "shared_data.hpp"
 #include "update_stream.hpp"
 
 #include <doctest/doctest.h>
@@ -14,11 +15,8 @@ using namespace cli_test;
 namespace ss = sparsesync;
 
 TEST_CASE("real stream: every step of rl-gpt2-small-lr1e-6 through diff and apply, auto and raw" * doctest::test_suite("cli-real")) {
-  const fs::path stream_dir = fs::path(SPARSESYNC_SHARED_DIR) / "data" / "rl-gpt2-small-lr1e-6";
-  if (!fs::exists(stream_dir / "patches.bin")) {
-    MESSAGE("skipped: real update stream not found at " << stream_dir.string() << " (only present beside the project's checkout)");
-    return;
-  }
+  const fs::path stream_dir = ss::test::shared_dir() / "data" / "rl-gpt2-small-lr1e-6";
+  ss::test::require_shared_file(stream_dir / "patches.bin");
   const auto s = ss::bench::load_update_stream(stream_dir);
   REQUIRE(s.steps.size() == 24);
   temp_dir dir;

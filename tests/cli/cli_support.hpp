@@ -5,7 +5,7 @@
 
 #include <sparsesync/sparsesync.hpp>
 
-#include "safetensors.hpp"
+#include <sparsesync/cli/safetensors.hpp>
 
 #include <fcntl.h>
 #include <sys/wait.h>

@@ -5,7 +5,7 @@
 // Every wait is bounded.
 #include "temp_dir.hpp"
 #include "process.hpp"
-#include "safetensors.hpp"
+#include <sparsesync/cli/safetensors.hpp>
 #include "tls_fixtures.hpp"
 
 #include <sparsesync/gen/adam_bf16.hpp>

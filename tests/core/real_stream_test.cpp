@@ -1,4 +1,5 @@
 // The real RL update stream in ../shared/data: every step, every encoder, bit-identical, in order.
+#include "shared_data.hpp"
 #include "test_models.hpp"
 #include "update_stream.hpp"
 
@@ -12,7 +13,7 @@ using namespace sparsesync::test;
 
 namespace {
 
-const std::filesystem::path stream_dir = std::filesystem::path(SPARSESYNC_SHARED_DIR) / "data" / "rl-gpt2-small-lr1e-6";
+const std::filesystem::path stream_dir = shared_dir() / "data" / "rl-gpt2-small-lr1e-6";
 
 // The stream's flat models as test models with one buffer per tensor.
 host_model to_model(const bench::update_stream& s, const std::vector<std::uint16_t>& flat) {
@@ -25,10 +26,7 @@ host_model to_model(const bench::update_stream& s, const std::vector<std::uint16
 }  // namespace
 
 TEST_CASE("real stream: all 24 steps, every encoder and value mode, applied in order") {
-  if (!std::filesystem::exists(stream_dir / "patches.bin")) {
-    MESSAGE("skipped: real update stream not found at " << stream_dir.string() << " (only present beside the project's checkout)");
-    return;
-  }
+  require_shared_file(stream_dir / "patches.bin");
   const auto s = bench::load_update_stream(stream_dir);
   REQUIRE(s.steps.size() == 24);
   std::vector<std::uint16_t> flat = s.base;

@@ -1,6 +1,8 @@
 // Calibration against the shared real stream: started from that model's real weights, the generator's
-// step-1 and step-24 densities and ULP shares must land near what real GRPO training produced. Skipped
-// (with a message) where the shared data is absent.
+// step-1 and step-24 densities and ULP shares must land near what real GRPO training produced. Its own test
+// program (gen_real_stream_tests), which reports itself skipped where the shared data is absent.
+#include "shared_data.hpp"
+
 #include <sparsesync/gen/adam_bf16.hpp>
 #include <sparsesync/gen/change_stats.hpp>
 
@@ -18,11 +20,9 @@ namespace gen = sparsesync::gen;
 using sparsesync::const_tensor_view;
 
 TEST_CASE("generator started from the real GPT-2 weights tracks the real update stream") {
-  const std::filesystem::path dir = std::filesystem::path(SPARSESYNC_SHARED_DIR) / "data" / "rl-gpt2-small-lr1e-6";
-  if (!std::filesystem::exists(dir / "base.bf16") || !std::filesystem::exists(dir / "stats.json")) {
-    MESSAGE("shared stream not found at " << dir << "; skipped");
-    return;
-  }
+  const std::filesystem::path dir = sparsesync::test::shared_dir() / "data" / "rl-gpt2-small-lr1e-6";
+  sparsesync::test::require_shared_file(dir / "base.bf16");
+  sparsesync::test::require_shared_file(dir / "stats.json");
   const auto manifest = nlohmann::json::parse(std::ifstream(dir / "manifest.json"));
   const auto stats = nlohmann::json::parse(std::ifstream(dir / "stats.json"));
   std::vector<sparsesync::tensor_info> tensors;

@@ -1,7 +1,7 @@
 // Atomic replacement: complete new content or the old state, never a partial file or a stray temporary.
 #include "test_dir.hpp"
 
-#include <sparsesync/atomic_file.hpp>
+#include <sparsesync/cli/atomic_file.hpp>
 
 #include <doctest/doctest.h>
 

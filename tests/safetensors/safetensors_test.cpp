@@ -1,7 +1,7 @@
 // safetensors reading, validation and byte-exact rewriting.
 #include "test_dir.hpp"
 
-#include <sparsesync/safetensors.hpp>
+#include <sparsesync/cli/safetensors.hpp>
 
 #include <doctest/doctest.h>
 

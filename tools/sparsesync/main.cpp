@@ -1,12 +1,16 @@
 // sparsesync: send only the changed elements of model weights, losslessly (docs/CLI.md).
-#include "cmd_apply.hpp"
-#include "cmd_diff.hpp"
-#include "cmd_inspect.hpp"
-#include "exit_codes.hpp"
+// Only the command line lives here; each command is its own translation unit in sparsesync_cli_lib.
+#include <sparsesync/cli/cmd_apply.hpp>
+#include <sparsesync/cli/cmd_diff.hpp>
+#include <sparsesync/cli/cmd_inspect.hpp>
+#include <sparsesync/cli/exit_codes.hpp>
 #ifdef SPARSESYNC_CLI_NET
-#include "cmd_pull.hpp"
-#include "cmd_serve.hpp"
+#include <sparsesync/cli/cmd_pull.hpp>
+#include <sparsesync/cli/cmd_serve.hpp>
 #endif
+
+#include <sparsesync/codec/encoder_table.hpp>
+#include <sparsesync/core/error.hpp>
 
 #include <CLI/CLI.hpp>
 

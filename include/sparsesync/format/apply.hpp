@@ -280,3 +280,26 @@ inline apply_report apply_patch(std::span<const unsigned char> patch, const mode
 }
 
 SPARSESYNC_NS_END
+
+// ---- The compiled part (docs/BUILD.md) ----
+// Staging a bucket instantiates the decoder of every built-in encoder for every word size (the encoder is
+// read from the wire): the bulk of the compile time of a program that applies patches. The optional
+// sparsesync::compiled library instantiates them once; with SPARSESYNC_COMPILED_LIBRARY (set by that target)
+// the declarations below keep every other translation unit from compiling them again. apply_patch and
+// try_apply_patch themselves are plain inline functions (cheap once these are out of the way).
+#define SPARSESYNC_DETAIL_STAGE_INSTANTIATION(SPEC, E)                                  \
+  SPEC template status staged_patch::stage_with<E, std::uint8_t>(const bucket_view&);  \
+  SPEC template status staged_patch::stage_with<E, std::uint16_t>(const bucket_view&); \
+  SPEC template status staged_patch::stage_with<E, std::uint32_t>(const bucket_view&);
+#define SPARSESYNC_DETAIL_APPLY_INSTANTIATIONS(SPEC)        \
+  SPARSESYNC_DETAIL_STAGE_INSTANTIATION(SPEC, rice)         \
+  SPARSESYNC_DETAIL_STAGE_INSTANTIATION(SPEC, delta_varint) \
+  SPARSESYNC_DETAIL_STAGE_INSTANTIATION(SPEC, bitmap)       \
+  SPARSESYNC_DETAIL_STAGE_INSTANTIATION(SPEC, raw_index32)
+
+SPARSESYNC_NS_BEGIN
+static_assert(builtin_encoders::size == 4, "sparsesync: list the new encoder in SPARSESYNC_DETAIL_APPLY_INSTANTIATIONS");
+#ifdef SPARSESYNC_COMPILED_LIBRARY
+SPARSESYNC_DETAIL_APPLY_INSTANTIATIONS(extern)
+#endif
+SPARSESYNC_NS_END

@@ -144,3 +144,33 @@ status try_encode_patch(const model_layout& layout, std::span<const const_tensor
 }
 
 SPARSESYNC_NS_END
+
+// ---- The compiled part (docs/BUILD.md) ----
+// Encoding a bucket with every run-time choice (auto and each built-in encoder) is most of the compile time
+// of a program that encodes. The optional sparsesync::compiled library instantiates these once; the
+// translation units that link it get SPARSESYNC_COMPILED_LIBRARY defined and, through the declarations
+// below, reuse its instantiations instead of compiling their own. Header-only use is unchanged.
+// SPEC is `extern` (a declaration) or empty (the library's definition, src/compiled.cpp).
+#define SPARSESYNC_DETAIL_ENCODE_INSTANTIATION(SPEC, Sel)                                                                    \
+  SPEC template std::pair<std::uint64_t, std::uint64_t> encode_bucket<Sel>(                                                  \
+      const model_layout&, const bucket_plan&, std::uint32_t, std::span<const const_tensor_view>,                            \
+      std::span<const const_tensor_view>, const encode_options&, std::vector<unsigned char>&, const std::uint64_t*,          \
+      std::span<const tensor_view>);                                                                                          \
+  SPEC template std::vector<unsigned char> encode_patch<Sel, fixed_bytes>(const model_layout&, std::span<const const_tensor_view>, \
+                                                                         std::span<const const_tensor_view>, const patch_options&, \
+                                                                         const fixed_bytes&);
+#define SPARSESYNC_DETAIL_ENCODE_INSTANTIATIONS(SPEC)       \
+  SPARSESYNC_DETAIL_ENCODE_INSTANTIATION(SPEC, auto_encoder) \
+  SPARSESYNC_DETAIL_ENCODE_INSTANTIATION(SPEC, rice)         \
+  SPARSESYNC_DETAIL_ENCODE_INSTANTIATION(SPEC, delta_varint) \
+  SPARSESYNC_DETAIL_ENCODE_INSTANTIATION(SPEC, bitmap)       \
+  SPARSESYNC_DETAIL_ENCODE_INSTANTIATION(SPEC, raw_index32)
+
+SPARSESYNC_NS_BEGIN
+// A new built-in encoder still works without a line above (it is then instantiated where used); this keeps the
+// list complete so that the compiled part covers every run-time choice.
+static_assert(builtin_encoders::size == 4, "sparsesync: list the new encoder in SPARSESYNC_DETAIL_ENCODE_INSTANTIATIONS");
+#ifdef SPARSESYNC_COMPILED_LIBRARY
+SPARSESYNC_DETAIL_ENCODE_INSTANTIATIONS(extern)
+#endif
+SPARSESYNC_NS_END

@@ -1,9 +1,9 @@
 // `sparsesync inspect PATCH [--json]`: validates a patch on its own and reports what it holds.
-#pragma once
+#include <sparsesync/cli/cmd_inspect.hpp>
 
-#include "exit_codes.hpp"
-#include "file_io.hpp"
-#include "patch_check.hpp"
+#include <sparsesync/cli/exit_codes.hpp>
+#include <sparsesync/cli/file_io.hpp>
+#include <sparsesync/cli/patch_check.hpp>
 
 #include <nlohmann/json.hpp>
 
@@ -13,12 +13,6 @@
 #include <string>
 
 namespace sparsesync::cli {
-
-struct inspect_args {
-  std::string patch;
-  bool json = false;
-  bool quiet = false;
-};
 
 inline std::string hex64(std::uint64_t v) {
   char buf[19];
@@ -169,7 +163,7 @@ inline void inspect_text(const patch_summary& p, std::FILE* out) {
   std::fprintf(out, "%.1fx smaller than dense (%" PRIu64 " bytes)\n", j["ratio_vs_dense"].get<double>(), j["dense_bytes"].get<std::uint64_t>());
 }
 
-inline int run_inspect(const inspect_args& a) {
+int run_inspect(const inspect_args& a) {
   const mapped_file in = mapped_file::open(a.patch, "PATCH");
   patch_summary p;
   check(check_patch(in.bytes(), p, true, !a.quiet), "PATCH " + a.patch);

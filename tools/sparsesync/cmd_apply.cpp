@@ -1,12 +1,12 @@
 // `sparsesync apply BASE PATCH -o OUT`: verifies everything, then writes OUT atomically (docs/CLI.md).
-#pragma once
+#include <sparsesync/cli/cmd_apply.hpp>
 
-#include "checkpoint.hpp"
-#include "exit_codes.hpp"
-#include "file_io.hpp"
-#include "safetensors.hpp"
-#include "patch_check.hpp"
-#include "progress.hpp"
+#include <sparsesync/cli/checkpoint.hpp>
+#include <sparsesync/cli/exit_codes.hpp>
+#include <sparsesync/cli/file_io.hpp>
+#include <sparsesync/cli/safetensors.hpp>
+#include <sparsesync/cli/patch_check.hpp>
+#include <sparsesync/cli/progress.hpp>
 
 #include <sparsesync/sparsesync.hpp>
 
@@ -17,11 +17,6 @@
 #include <string>
 
 namespace sparsesync::cli {
-
-struct apply_args {
-  std::string base, patch, out;
-  bool quiet = false;
-};
 
 namespace detail_apply {
 
@@ -65,7 +60,7 @@ inline void write_tensors(const model_layout& layout, std::span<const const_tens
 
 }  // namespace detail_apply
 
-inline int run_apply(const apply_args& a) {
+int run_apply(const apply_args& a) {
   static_assert(std::endian::native == std::endian::little, "safetensors data and patch words are little-endian");
   // 1. The patch on its own: structure, checksums, tiling, the stored target header.
   const mapped_file patch_file = mapped_file::open(a.patch, "PATCH");

@@ -5,12 +5,12 @@
 // only supplies the version number: OUT's content checksum, recomputed at every start, is what the server
 // matches against its history, so an edited OUT, a stale sidecar or one from another server costs a full
 // transfer, never a wrong file.
-#pragma once
+#include <sparsesync/cli/cmd_pull.hpp>
 
-#include "exit_codes.hpp"
-#include "net_common.hpp"
-#include "safetensors.hpp"
-#include "target_header.hpp"
+#include <sparsesync/cli/exit_codes.hpp>
+#include <sparsesync/cli/net_common.hpp>
+#include <sparsesync/cli/safetensors.hpp>
+#include <sparsesync/cli/target_header.hpp>
 
 #include <sparsesync/sync/receiver.hpp>
 #include <sparsesync/transport/asio_tcp.hpp>
@@ -35,15 +35,6 @@
 #include <vector>
 
 namespace sparsesync::cli {
-
-struct pull_args {
-  std::string server, out;
-  net_security_args security;
-  bool follow = false;
-  unsigned retries = 0;         // without --follow: further attempts after a network failure
-  unsigned timeout_s = 120;     // without --follow: longest silence from the server (0: none)
-  bool quiet = false;
-};
 
 namespace detail_pull {
 
@@ -458,7 +449,7 @@ class puller {
   std::shared_ptr<asio_tcp_transport> link_;  // the current connection, for stop()
 };
 
-inline int run_pull(const pull_args& a) {
+int run_pull(const pull_args& a) {
   const endpoint server = parse_endpoint(a.server, "server", /*allow_zero=*/false);
   if (a.out.empty()) throw failure(exit_usage, "-o OUT is required");
   auto options = make_tcp_options(a.security);

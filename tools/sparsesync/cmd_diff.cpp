@@ -1,10 +1,11 @@
 // `sparsesync diff BASE NEW -o PATCH`: encodes the change from BASE to NEW (docs/CLI.md).
-#pragma once
+#include <sparsesync/cli/cmd_diff.hpp>
 
-#include "checkpoint.hpp"
-#include "exit_codes.hpp"
-#include "progress.hpp"
-#include "target_header.hpp"
+#include <sparsesync/cli/checkpoint.hpp>
+#include <sparsesync/cli/exit_codes.hpp>
+#include <sparsesync/cli/progress.hpp>
+#include <sparsesync/cli/selection.hpp>
+#include <sparsesync/cli/target_header.hpp>
 
 #include <sparsesync/sparsesync.hpp>
 
@@ -15,27 +16,6 @@
 #include <string>
 
 namespace sparsesync::cli {
-
-struct diff_args {
-  std::string base, next, out;
-  std::string encoder = "auto";
-  std::string values = "ulp";
-  std::uint64_t bucket_bytes = fixed_bytes::default_bytes;
-  unsigned chunk_log2 = default_log2_chunk;
-  std::uint64_t base_version = 0;
-  std::uint64_t target_version = 1;
-  bool full_header = false;  // store NEW's header even when it equals BASE's
-  bool quiet = false;
-};
-
-// Calls f.template operator()<Sel>() with the encoder selection named on the command line.
-template <class F>
-void visit_selection(const std::string& name, F&& f) {
-  if (name == "auto") return f.template operator()<auto_encoder>();
-  const auto id = parse_encoder_name(name);
-  if (!id) throw failure(exit_usage, "unknown encoder '" + name + "' (raw, bitmap, varint, rice or auto)");
-  visit_encoder(*id, [&]<class E>(E) { f.template operator()<E>(); });
-}
 
 // The library's patch encoder, driven bucket by bucket so that a progress bar can follow.
 template <class Sel>
@@ -55,7 +35,7 @@ std::vector<unsigned char> encode_with_progress(const model_layout& layout, std:
   return out;
 }
 
-inline int run_diff(const diff_args& a) {
+int run_diff(const diff_args& a) {
   const auto mode = parse_value_mode(a.values);
   if (!mode) throw failure(exit_usage, "--values must be absolute or ulp, not '" + a.values + "'");
   if (a.chunk_log2 < min_log2_chunk || a.chunk_log2 > max_log2_chunk) throw failure(exit_usage, "--chunk-log2 must lie in [8, 24]");

@@ -6,13 +6,13 @@
 // handler thread for the pull request and the catalog, then belongs to the sync::sender, which runs its
 // session on a thread of its own. A file whose layout differs from the current one starts a new sender:
 // the old one ends its sessions in order and pullers reconnect to the new layout.
-#pragma once
+#include <sparsesync/cli/cmd_serve.hpp>
 
-#include "checkpoint.hpp"
-#include "cmd_diff.hpp"
-#include "exit_codes.hpp"
-#include "net_common.hpp"
-#include "safetensors.hpp"
+#include <sparsesync/cli/checkpoint.hpp>
+#include <sparsesync/cli/exit_codes.hpp>
+#include <sparsesync/cli/net_common.hpp>
+#include <sparsesync/cli/safetensors.hpp>
+#include <sparsesync/cli/selection.hpp>
 
 #include <sparsesync/sync/sender.hpp>
 #include <sparsesync/transport/asio_tcp.hpp>
@@ -34,21 +34,6 @@
 #include <vector>
 
 namespace sparsesync::cli {
-
-struct serve_args {
-  std::string listen, watch, port_file;
-  net_security_args security;
-  std::string encoder = "auto";
-  std::string values = "ulp";
-  std::uint64_t bucket_bytes = 16ull << 20;  // small buckets pipeline better; each costs ~100 bytes
-  unsigned chunk_log2 = default_log2_chunk;
-  unsigned poll_ms = 500;
-  std::size_t history = 8;
-  unsigned ack_timeout_ms = 60'000;
-  unsigned peer_timeout_s = 300;
-  unsigned max_handshakes = 64;
-  bool quiet = false;
-};
 
 // "step-9" before "step-10": runs of digits compare as numbers, everything else byte by byte.
 inline bool natural_less(const std::string& a, const std::string& b) {
@@ -430,7 +415,7 @@ class checkpoint_server {
   newest_version newest_;
 };
 
-inline int run_serve(const serve_args& a) {
+int run_serve(const serve_args& a) {
   const auto mode = parse_value_mode(a.values);
   if (!mode) throw failure(exit_usage, "--values must be absolute or ulp, not '" + a.values + "'");
   if (a.chunk_log2 < min_log2_chunk || a.chunk_log2 > max_log2_chunk) throw failure(exit_usage, "--chunk-log2 must lie in [8, 24]");

@@ -1,0 +1,39 @@
+// `sparsesync serve --listen HOST:PORT --watch DIR`: publishes every new checkpoint that appears in DIR as the
+// next version to every subscriber (docs/CLI.md, "Network mode").
+//
+// Threads: the main thread watches DIR and publishes; one thread accepts connections (the transport
+// handshake runs there, one at a time, bounded by its timeout); each accepted connection gets a short-lived
+// handler thread for the pull request and the catalog, then belongs to the sync::sender, which runs its
+// session on a thread of its own. A file whose layout differs from the current one starts a new sender:
+// the old one ends its sessions in order and pullers reconnect to the new layout.
+#pragma once
+
+#include "net_args.hpp"
+
+#include <sparsesync/format/wire.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace sparsesync::cli {
+
+struct serve_args {
+  std::string listen, watch, port_file;
+  net_security_args security;
+  std::string encoder = "auto";
+  std::string values = "ulp";
+  std::uint64_t bucket_bytes = 16ull << 20;  // small buckets pipeline better; each costs ~100 bytes
+  unsigned chunk_log2 = default_log2_chunk;
+  unsigned poll_ms = 500;
+  std::size_t history = 8;
+  unsigned ack_timeout_ms = 60'000;
+  unsigned peer_timeout_s = 300;
+  unsigned max_handshakes = 64;
+  bool quiet = false;
+};
+
+// Runs the command; returns the exit code (exit_codes.hpp) or throws failure / sparsesync::error.
+int run_serve(const serve_args& a);
+
+}  // namespace sparsesync::cli
