@@ -89,9 +89,9 @@ held_views<Writable> views_of(const model_layout& layout, nb::handle seq, const 
       for (std::size_t d = 0; d < t.shape.size(); ++d) want += (d ? ", " : "") + std::to_string(t.shape[d]);
       fail(who + ": shape (" + got + ") differs from the layout's (" + want + ")");
     }
-    // C order, where extents of 1 may carry any stride.
+    // C order, where extents of 1 (and empty arrays) may carry any stride.
     std::int64_t expect = 1;
-    for (std::size_t d = a.ndim(); d-- > 0;) {
+    for (std::size_t d = a.ndim(); t.numel() != 0 && d-- > 0;) {
       if (a.shape(d) != 1 && a.stride(d) != expect) fail(who + ": the array is not C-contiguous (pass a contiguous array; a copy would not be updated in place)");
       expect *= a.shape(d);
     }
