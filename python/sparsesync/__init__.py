@@ -18,13 +18,14 @@ from ._errors import (BadMagic, BaseMismatch, Error, HeaderChecksum, IndexOutOfR
 from . import _core
 from ._codec import ENCODERS, VALUE_MODES, Patch, apply, checksum, diff, encoders, inspect, layout_of_patch
 from ._layout import Layout
+from ._net import Publisher, Subscriber, generate_key_file
 
 __version__ = "0.1.0"
 #: The patch format version this build reads and writes.
 FORMAT_VERSION: int = _core.format_version
 
 __all__ = [
-    "Layout", "Patch", "diff", "apply", "inspect", "checksum", "layout_of_patch", "encoders", "ENCODERS",
+    "Layout", "Patch", "Publisher", "Subscriber", "generate_key_file", "diff", "apply", "inspect", "checksum", "layout_of_patch", "encoders", "ENCODERS",
     "VALUE_MODES", "FORMAT_VERSION", "Error", "InvalidArgument", "Truncated", "BadMagic", "UnsupportedVersion",
     "HeaderChecksum", "PayloadChecksum", "LayoutMismatch", "BaseMismatch", "TargetMismatch", "Malformed",
     "IndexOutOfRange", "NonCanonical", "IOFailure",

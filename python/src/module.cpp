@@ -1,6 +1,7 @@
 // sparsesync._core: the codec of the header-only library for Python (diff, apply, inspect, checksum, layouts).
 // The public names and their documentation live in the pure-Python package above it (python/sparsesync/).
 // Arrays are borrowed, never copied (views.hpp); the GIL is released while the library works.
+#include "net.hpp"
 #include "summary.hpp"
 #include "views.hpp"
 
@@ -206,4 +207,9 @@ NB_MODULE(_core, m) {
   m.attr("default_bucket_bytes") = fixed_bytes::default_bytes;
   m.attr("default_chunk_log2") = default_log2_chunk;
   m.attr("format_version") = format_version;
+#ifdef SPARSESYNC_PYTHON_TCP
+  bind_net(m);
+#else
+  m.attr("has_tcp") = false;
+#endif
 }
