@@ -15,6 +15,8 @@ if [[ ! -x $venv/bin/python ]]; then
 fi
 py=$venv/bin/python
 
-# Rebuilds only what changed: scikit-build-core keeps its CMake build in build/python/.
-"$py" -m pip install -q --disable-pip-version-check ".[test]"
+# The build requirements of pyproject.toml, in the venv and without build isolation: a rerun then finds the
+# same nanobind and rebuilds only what changed in build/python/ (isolation would rebuild everything).
+"$py" -m pip install -q --disable-pip-version-check "scikit-build-core>=0.10" "nanobind>=2.2"
+"$py" -m pip install -q --disable-pip-version-check --no-build-isolation ".[test]"
 "$py" -m pytest -q -p no:cacheprovider tests/python
