@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Builds the Python package (pip install ".[test]": scikit-build-core + nanobind from PyPI) into a virtual
+# environment under build/, so the system Python is left alone, and runs its tests (tests/python).
+# Needs what scripts/install-deps.sh installs (the xxHash header, cmake, a compiler, python3 with venv and
+# headers). SPARSESYNC_PYENV picks another environment folder.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+venv=${SPARSESYNC_PYENV:-build/pyenv}
+if [[ ! -x $venv/bin/python ]]; then
+  python3 -m venv "$venv" || {
+    echo "python_test.sh: could not create a virtual environment (Debian: apt-get install python3-venv)" >&2
+    exit 1
+  }
+fi
+py=$venv/bin/python
+
+# The build requirements of pyproject.toml, in the venv and without build isolation: a rerun then finds the
+# same nanobind and rebuilds only what changed in build/python/ (isolation would rebuild everything).
+"$py" -m pip install -q --disable-pip-version-check "scikit-build-core>=0.10" "nanobind>=2.2"
+"$py" -m pip install -q --disable-pip-version-check --no-build-isolation ".[test]"
+"$py" -m pytest -q -p no:cacheprovider tests/python

@@ -1,0 +1,47 @@
+"""CPU torch tensors cross through DLPack, zero-copy (skipped where torch is not installed)."""
+
+import pytest
+
+import sparsesync as ss
+
+torch = pytest.importorskip("torch", reason="torch is not installed: the torch CPU tensor tests need it")
+
+
+def model(seed):
+    g = torch.Generator().manual_seed(seed)
+    return {"w": torch.randn(64, 32, generator=g).to(torch.bfloat16), "b": torch.randn(32, generator=g),
+            "h": torch.randn(9, generator=g).to(torch.float16)}
+
+
+def test_state_dict_round_trip_in_place():
+    base = model(0)
+    new = {k: v.clone() for k, v in base.items()}
+    new["w"][3] += 1.0
+    new["b"][::5] *= 2
+    layout = ss.Layout(base)
+    assert layout.entries() == [("w", "bf16", (64, 32)), ("b", "f32", (32,)), ("h", "f16", (9,))]
+    work = {k: v.clone() for k, v in base.items()}
+    pointers = {k: v.data_ptr() for k, v in work.items()}
+    ss.apply(layout, ss.diff(layout, base, new), work)
+    assert {k: v.data_ptr() for k, v in work.items()} == pointers
+    for k in base:
+        assert torch.equal(work[k], new[k])
+    assert ss.checksum(layout, work) == ss.checksum(layout, new)
+
+
+def test_parameters_that_require_grad():
+    net = torch.nn.Linear(8, 4).to(torch.bfloat16)
+    layout = ss.Layout(net)
+    before = {k: v.detach().clone() for k, v in net.named_parameters()}
+    target = {k: v + 1 for k, v in before.items()}
+    ss.apply(layout, ss.diff(layout, before, target), dict(net.named_parameters()))
+    for k, v in net.named_parameters():
+        assert torch.equal(v.detach(), target[k])
+
+
+def test_cuda_tensors_are_refused_clearly():
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    layout = ss.Layout([("w", "f32", (4,))])
+    with pytest.raises(ss.InvalidArgument, match="not a CPU array"):
+        ss.checksum(layout, [torch.zeros(4, device="cuda")])
