@@ -6,7 +6,7 @@ set -euo pipefail
 debs=(build-essential cmake ninja-build pkg-config
       libxxhash-dev doctest-dev libcli11-dev nlohmann-json3-dev
       libboost-dev libssl-dev openssl libucx-dev ucx-utils libzstd-dev
-      iproute2 python3)
+      iproute2 python3 python3-venv python3-dev)
 
 missing=()
 for p in "${debs[@]}"; do

@@ -18,10 +18,16 @@ summary() {
   total=$(cat "$logs"/*.log 2>/dev/null | grep -cE '^ *[0-9]+/[0-9]+ Test +#[0-9]+: ' || true)
   passed=$(cat "$logs"/*.log 2>/dev/null | grep -E '^ *[0-9]+/[0-9]+ Test +#[0-9]+: ' | grep -cE ' Passed +[0-9.]+ sec' || true)
   skipped=$(cat "$logs"/*.log 2>/dev/null | grep -E '^ *[0-9]+/[0-9]+ Test +#[0-9]+: ' | grep -cF '***Skipped' || true)
+  # pytest's closing line: "71 passed, 1 skipped in 5.20s" (also "N failed", "N error(s)").
+  local py py_passed py_failed py_skipped
+  py=$(grep -E '^=*\s*[0-9]+ (passed|failed|skipped|errors?)' "$logs"/python.log 2>/dev/null | tail -n 1 || true)
+  py_passed=$(grep -oE '[0-9]+ passed' <<<"$py" | grep -oE '[0-9]+' || echo 0)
+  py_failed=$(( $(grep -oE '[0-9]+ failed' <<<"$py" | grep -oE '[0-9]+' || echo 0) + $(grep -oE '[0-9]+ errors?' <<<"$py" | grep -oE '[0-9]+' || echo 0) ))
+  py_skipped=$(grep -oE '[0-9]+ skipped' <<<"$py" | grep -oE '[0-9]+' || echo 0)
   rm -rf "$logs"
   echo
   ((rc != 0)) && echo "test.sh: stopped with exit code $rc (a build or a test failed)"
-  echo "$passed passed, $((total - passed - skipped)) failed, $skipped skipped"
+  echo "$((passed + py_passed)) passed, $((total - passed - skipped + py_failed)) failed, $((skipped + py_skipped)) skipped"
   exit "$rc"
 }
 trap summary EXIT
@@ -49,6 +55,9 @@ run_ctest() {  # run_ctest LOGNAME BUILD_DIR ctest-args...: output on the termin
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DSPARSESYNC_BUILD_BENCH=OFF
 cmake --build "$build" -j "$(nproc)"
 run_ctest main "$build" --output-on-failure --timeout 900 -j "$(nproc)" "$@"
+
+# The Python package (import sparsesync), built into a virtual environment under build/, and its pytest suite.
+./scripts/python_test.sh 2>&1 | tee "$logs/python.log"
 
 # The decoders of untrusted input, the sync engine and the CLI once more under AddressSanitizer and
 # UndefinedBehaviorSanitizer (host code; SPARSESYNC_SANITIZE=0 skips this). Only the programs it runs are built.
