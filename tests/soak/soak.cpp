@@ -11,7 +11,7 @@
 //   sparsesync_soak [--seconds 75] [--long] [--receivers 4] [--seed 1] [--json FILE]
 //                   [--require-versions N] [--require-faults N] [--max-versions N]
 //                   [--baseline-seconds 8] [--stall-seconds 8]
-// --long (or SPARSESYNC_SOAK_LONG=1): 900 s, stops at 1500 versions, requires 1000 versions and 100 faults.
+// --long (or SPARSESYNC_SOAK_LONG=1): up to 900 s, stops at 5000 versions, requires 1000 versions and 100 faults.
 // Three phases: fault-free (the reference latency), receiver 0 stalled throughout (what one stalled subscriber
 // costs the others), then random faults until the end.
 #include "fault_proxy.hpp"
@@ -54,7 +54,7 @@ options parse(int argc, char** argv) {
   options o;
   auto set_long = [&] {
     o.seconds = 900;
-    o.max_versions = 1500;
+    o.max_versions = 5000;
     o.require_versions = 1000;
     o.require_faults = 100;
   };
