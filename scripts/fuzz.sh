@@ -19,7 +19,7 @@ fi
 
 CC=${CC:-clang} CXX=${CXX:-clang++} cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DSPARSESYNC_ENABLE_CUDA=OFF \
   -DSPARSESYNC_BUILD_BENCH=OFF -DSPARSESYNC_BUILD_EXAMPLES=OFF -DSPARSESYNC_BUILD_FUZZ=ON >/dev/null
-cmake --build "$build" -j "$(nproc)" --target "${harnesses[@]/#/fuzz_}"
+cmake --build "$build" -j "$(nproc)" --target "${harnesses[@]/#/fuzz_}" >&2
 
 run_one() {
   local h=$1 work="$build/fuzz-work/$1" found="$build/fuzz-findings/$1" log="$build/fuzz-logs/$1.log"
