@@ -1,0 +1,82 @@
+// The chunk decoder of every built-in encoder, on arbitrary chunk data. Input: encoder (byte 0, any value
+// picks one of encoder_table's rows), value mode and word size (byte 1), chunk elements (bytes 2-3, 1..65536),
+// change count (bytes 4-7), then the chunk's data.
+// Properties: a decode that succeeds yields exactly `changes` strictly increasing positions below `numel`, and
+// re-encoding them gives back the very bytes decoded (every encoder's decoder must refuse a byte string its
+// encoder would not write, encoder.hpp requirement 6: one version has one encoding). One known exception:
+// rice's decoders (host and GPU) accept any in-range k_gap / k_val, where FORMAT.md §3.4 has the encoder pick
+// the cheapest; so rice is re-encoded with the chunk's own parameters (regressions/chunk_decode/
+// rice-suboptimal-k is such a chunk; docs/RELIABILITY.md, "Known gaps").
+#include "fuzz_support.hpp"
+
+#include <sparsesync/codec/registry.hpp>
+
+#include <vector>
+
+namespace {
+using namespace sparsesync;
+
+// E's encoding of `in`; for rice, with the parameters the decoded chunk names (see the file comment).
+template <class E, element_word W>
+void encode_again(const chunk_changes<W>& in, std::span<const unsigned char> data, std::vector<unsigned char>& out) {
+  if constexpr (std::same_as<E, rice>) {
+    rice::chunk_plan p;
+    p.k_gap = data[0];
+    p.k_val = data[1];
+    std::uint64_t bits = 0;
+    std::uint32_t next = 0;
+    for (auto pos : in.positions) {
+      bits += detail::rice_cost(pos - next, p.k_gap, rice::gap_raw_bits);
+      next = pos + 1;
+    }
+    for (W v : in.values)
+      bits += in.mode == value_mode::ulp ? detail::rice_cost(rice::value_code(v), p.k_val, 8 * sizeof(W)) : 8 * sizeof(W);
+    p.bytes = 2 + static_cast<std::size_t>((bits + 7) / 8);
+    rice::encode(in, out, p);
+  } else {
+    E::template encode<W>(in, out);
+  }
+}
+
+template <class E, element_word W>
+void check(std::span<const unsigned char> data, std::uint32_t numel, std::uint32_t changes, value_mode mode) {
+  chunk_context<W> ctx;
+  ctx.numel = numel;
+  ctx.changes = changes;
+  ctx.mode = mode;
+  std::vector<std::uint32_t> positions;
+  std::vector<W> values;
+  if (!E::template decode<W>(data, ctx, positions, values)) return;
+  FUZZ_CHECK(positions.size() == changes && values.size() == changes);
+  for (std::size_t i = 0; i < positions.size(); ++i) {
+    FUZZ_CHECK(positions[i] < numel);
+    FUZZ_CHECK(i == 0 || positions[i - 1] < positions[i]);
+  }
+  chunk_changes<W> in;
+  in.numel = numel;
+  in.mode = mode;
+  in.positions = positions;
+  in.values = values;
+  std::vector<unsigned char> again;
+  if (changes > 0) encode_again<E, W>(in, data, again);
+  FUZZ_CHECK(again.size() == data.size() && std::equal(again.begin(), again.end(), data.begin()));
+}
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  fuzz::cursor in(data, size);
+  const auto id = static_cast<encoder_id>(1 + in.byte() % max_encoder_id);
+  const std::uint8_t shape = in.byte();
+  const value_mode mode = (shape & 1) ? value_mode::ulp : value_mode::absolute;
+  const std::uint32_t numel = 1 + in.u16();  // a default chunk holds 2^16 elements
+  const std::uint32_t changes = in.u32() % (numel + 1);
+  const auto chunk = in.rest();
+  visit_encoder(id, [&]<class E>(E) {
+    switch ((shape >> 1) % 3) {
+      case 0: check<E, std::uint8_t>(chunk, numel, changes, mode); break;
+      case 1: check<E, std::uint16_t>(chunk, numel, changes, mode); break;
+      default: check<E, std::uint32_t>(chunk, numel, changes, mode); break;
+    }
+  });
+  return 0;
+}
