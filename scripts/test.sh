@@ -70,3 +70,18 @@ if [[ "${SPARSESYNC_SANITIZE:-1}" == 1 ]]; then
   cmake --build "$asan" -j "$(nproc)" --target core_tests golden_tests real_stream_tests sync_tests safetensors_tests cli_tests sparsesync_cli
   run_ctest asan "$asan" --output-on-failure --timeout 900 -j "$(nproc)" -R "^(core_tests|golden_tests|real_stream_tests|sync_tests|safetensors_tests|cli_tests)$"
 fi
+
+# Each libFuzzer harness (tests/fuzz: decoders, patch reader, safetensors reader, session protocol, handshake)
+# for a bounded run over its committed corpus, built with clang (ASan + UBSan). SPARSESYNC_FUZZ=0 skips this;
+# scripts/fuzz.sh runs them for longer.
+if [[ "${SPARSESYNC_FUZZ:-1}" == 1 ]]; then
+  fuzz=${build}-fuzz
+  CC=clang CXX=clang++ cmake -S . -B "$fuzz" -G Ninja -DCMAKE_BUILD_TYPE=Release -DSPARSESYNC_ENABLE_CUDA=OFF \
+    -DSPARSESYNC_BUILD_BENCH=OFF -DSPARSESYNC_BUILD_EXAMPLES=OFF -DSPARSESYNC_BUILD_FUZZ=ON
+  if ninja -C "$fuzz" -t targets all | grep -q '^fuzz_chunk_decode:'; then
+    cmake --build "$fuzz" -j "$(nproc)" --target fuzz_chunk_decode fuzz_patch fuzz_protocol fuzz_safetensors fuzz_handshake
+    run_ctest fuzz "$fuzz" --output-on-failure -j "$(nproc)" -L fuzz
+  else
+    echo "test.sh: fuzz stage skipped: clang's libFuzzer runtime is missing (see the cmake output above)"
+  fi
+fi

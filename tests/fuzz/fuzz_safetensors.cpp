@@ -1,11 +1,11 @@
-// The CLI's safetensors reader (tools/sparsesync/safetensors.hpp) on arbitrary file images.
+// The CLI's safetensors reader (tools/sparsesync/include/sparsesync/cli/safetensors.hpp) on arbitrary file images.
 // Properties: it either refuses with sparsesync::error (any other exception is a finding) or accepts a file
 // whose parts rebuild it byte for byte; the tensors tile the data area in layout order; and the canonical
 // header the writer makes for the same layout and metadata reads back as the same layout and metadata.
 #include "fuzz_support.hpp"
 
 // The reader's include path is set in one place, tests/fuzz/CMakeLists.txt (SPARSESYNC_FUZZ_SAFETENSORS_DIR).
-#include "safetensors.hpp"
+#include <sparsesync/cli/safetensors.hpp>
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace sparsesync;

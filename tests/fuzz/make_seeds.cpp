@@ -3,7 +3,7 @@
 // safetensors files and well-formed handshakes. Deterministic; rerun (and commit) only when a format changes:
 //   cmake --build B --target fuzz_make_seeds && B/tests/fuzz/fuzz_make_seeds tests/fuzz/corpus
 #include "golden_cases.hpp"
-#include "safetensors.hpp"
+#include <sparsesync/cli/safetensors.hpp>
 
 #include <sparsesync/sync/protocol.hpp>
 #include <sparsesync/transport/detail/frame.hpp>
