@@ -123,6 +123,17 @@ inline unsigned entropy_best_k(const std::uint32_t* v, std::size_t n, unsigned m
 // Escape width of a gap within a group of n >= 2 elements: wide enough for any gap (at most n - 1).
 constexpr unsigned entropy_gap_raw_bits(std::uint32_t n) { return static_cast<unsigned>(std::bit_width(n - 1)); }
 
+// The largest gap parameter of a group of n >= 2 elements (the fitted one never exceeds the gaps' bit width),
+// and the width of its field.
+constexpr unsigned entropy_max_gap_k(std::uint32_t n) { return std::min(entropy_params::max_gap_k, entropy_gap_raw_bits(n)); }
+constexpr unsigned entropy_gap_k_bits(std::uint32_t n) { return static_cast<unsigned>(std::bit_width(entropy_max_gap_k(n))); }
+
+// A value parameter is sent in unary (k ones, then a zero unless k = W - 1): most are 0 or 1.
+template <element_word W>
+constexpr unsigned entropy_value_k_bits(unsigned k) {
+  return k + (k < 8 * sizeof(W) - 1 ? 1 : 0);
+}
+
 // Everything the class body of a chunk says, from its changes (the fitting rules of FORMAT.md).
 struct entropy_class_plan {
   entropy_groups groups;
@@ -170,14 +181,13 @@ void entropy_fit(entropy_class_plan& p, value_mode mode, std::span<const W> valu
     p.k_gap[g] = p.k_val[g] = 0;
     if (c > 0 && c < n) {
       std::uint64_t cost = 0;
-      p.k_gap[g] = static_cast<std::uint8_t>(
-          entropy_best_k(p.gaps.data() + p.first[g], c, entropy_params::max_gap_k, entropy_gap_raw_bits(n), cost));
-      bits += entropy_params::gap_k_bits + cost;
+      p.k_gap[g] = static_cast<std::uint8_t>(entropy_best_k(p.gaps.data() + p.first[g], c, entropy_max_gap_k(n), entropy_gap_raw_bits(n), cost));
+      bits += entropy_gap_k_bits(n) + cost;
     }
     if (c > 0 && mode == value_mode::ulp) {
       std::uint64_t cost = 0;
       p.k_val[g] = static_cast<std::uint8_t>(entropy_best_k(p.codes.data() + p.first[g], c, value_bits - 1, value_bits, cost));
-      bits += entropy_params::value_k_bits<W> + cost;
+      bits += entropy_value_k_bits<W>(p.k_val[g]) + cost;
     }
   }
   if (mode == value_mode::absolute) bits += std::uint64_t{value_bits} * m;
@@ -256,8 +266,11 @@ struct entropy {
       const std::uint32_t n = p.groups.size[g], c = p.changes[g];
       if (g + 1 < groups) w.put(c, detail::entropy_count_bits(n, remaining));
       remaining -= c;
-      if (c > 0 && c < n) w.put(p.k_gap[g], entropy_params::gap_k_bits);
-      if (c > 0 && in.mode == value_mode::ulp) w.put(p.k_val[g], entropy_params::value_k_bits<W>);
+      if (c > 0 && c < n) w.put(p.k_gap[g], detail::entropy_gap_k_bits(n));
+      if (c > 0 && in.mode == value_mode::ulp) {
+        w.put((std::uint64_t{1} << p.k_val[g]) - 1, p.k_val[g]);
+        if (p.k_val[g] < value_bits - 1) w.put(0, 1);
+      }
     }
     for (unsigned g = 0; g < groups; ++g) {
       const std::uint32_t n = p.groups.size[g], c = p.changes[g];
@@ -314,10 +327,10 @@ struct entropy {
       p.changes[g] = c;
       remaining -= c;
       if (c > 0 && c < n) {
-        p.k_gap[g] = static_cast<std::uint8_t>(r.get(entropy_params::gap_k_bits));
-        if (p.k_gap[g] > entropy_params::max_gap_k) return {errc::malformed, "entropy: gap parameter out of range"};
+        p.k_gap[g] = static_cast<std::uint8_t>(r.get(detail::entropy_gap_k_bits(n)));
+        if (p.k_gap[g] > detail::entropy_max_gap_k(n)) return {errc::malformed, "entropy: gap parameter out of range"};
       }
-      if (c > 0 && ctx.mode == value_mode::ulp) p.k_val[g] = static_cast<std::uint8_t>(r.get(entropy_params::value_k_bits<W>));
+      if (c > 0 && ctx.mode == value_mode::ulp) p.k_val[g] = static_cast<std::uint8_t>(r.get_unary(value_bits - 1));
     }
     if (r.failed()) return {errc::truncated, "entropy: group header"};
     // Each change of a group that is not wholly changed takes at least one bit: a lying count fails here.
