@@ -2,9 +2,11 @@
 // adversarial inputs, never more than rice plus its tag byte, canonical decoding (every accepted byte string
 // is the one the encoder writes), and malformed data refused with a status.
 #include <sparsesync/codec/entropy.hpp>
+#include <sparsesync/core/hash.hpp>
 
 #include <doctest/doctest.h>
 
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -343,4 +345,54 @@ TEST_CASE("entropy: random patterns with random positions fall back to rice's bo
   rice::encode<std::uint32_t>(in, r);
   CHECK(out[0] == entropy_params::tag_rice);
   CHECK(out.size() == r.size() + 1);
+}
+
+namespace {
+
+std::uint64_t splitmix(std::uint64_t& s) {
+  std::uint64_t z = (s += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+// A BF16 chunk of weight-like patterns (exponents falling off geometrically below 2^-6) whose smaller
+// magnitudes change more often, from splitmix64 only, so that its bytes are the same on every platform.
+chunk_case<std::uint16_t> pinned_chunk() {
+  std::uint64_t s = 2026;
+  chunk_case<std::uint16_t> c{"pinned", {}, {}, {}};
+  for (std::uint32_t i = 0; i < 4096; ++i) {
+    const std::uint64_t r = splitmix(s);
+    const unsigned below = static_cast<unsigned>(std::countr_zero(r | (std::uint64_t{1} << 12)));  // 0..12, geometric
+    const auto exponent = static_cast<std::uint16_t>(127 - 6 - below);
+    c.base.push_back(static_cast<std::uint16_t>(((r >> 32) & 0x8000u) | (exponent << 7) | ((r >> 40) & 0x7Fu)));
+    if ((splitmix(s) & 1023) < (4u << below)) {
+      const std::uint64_t v = splitmix(s);
+      const int step = (v & 15) == 0 ? 2 : 1;
+      c.positions.push_back(i);
+      c.targets.push_back(apply_ulp_delta<std::uint16_t>(c.base.back(), static_cast<std::uint16_t>((v >> 8) & 1 ? step : -step)));
+    }
+  }
+  return c;
+}
+
+}  // namespace
+
+// The class body's bytes, pinned (the golden patches, with random patterns, only reach the rice body): a change
+// here is a wire format change (FORMAT.md §7), and the GPU twin must produce these bytes too.
+TEST_CASE("entropy: the class body of a fixed weight-like chunk is pinned") {
+  for (auto mode : {value_mode::absolute, value_mode::ulp}) {
+    const auto c = pinned_chunk();
+    std::vector<std::uint16_t> coded;
+    const auto in = changes_of(c, mode, coded);
+    std::vector<unsigned char> out;
+    entropy::encode<std::uint16_t>(in, out);
+    REQUIRE(out[0] == entropy_params::tag_classes);
+    std::vector<std::uint32_t> pos;
+    std::vector<std::uint16_t> val;
+    REQUIRE(entropy::decode<std::uint16_t>(out, context_of(in), pos, val).ok());
+    CHECK(pos == c.positions);
+    CHECK(out.size() == (mode == value_mode::ulp ? 70u : 196u));
+    CHECK(stream_hash(out.data(), out.size(), 0) == (mode == value_mode::ulp ? 10517236371137008122ull : 154602863536907531ull));
+  }
 }
