@@ -293,7 +293,7 @@ int main(int argc, char** argv) try {
     // step 3 measured (Adam's first steps are denser).
     const auto layout = ss::gen::make_gpt_like_layout(512, std::max<std::uint64_t>(1, f.sweep_elements / (12 * 512 * 512)), 8000);
     json sweep = json::array();
-    for (double lr : {2e-7, 5e-7, 1e-6, 2e-6, 5e-6, 1.5e-5}) {
+    for (double lr : {1e-7, 2e-7, 5e-7, 1e-6, 2e-6, 5e-6}) {
       ss::gen::adam_bf16_options gopt;
       gopt.seed = 11;
       gopt.lr = lr;
@@ -314,7 +314,9 @@ int main(int argc, char** argv) try {
       auto r = step_record(layout, bv, tv, &flat);
       r["lr"] = lr;
       r["step"] = 3;
-      print_rows(r, ("generator lr " + std::to_string(lr) + " step 3").c_str());
+      char label[64];
+      std::snprintf(label, sizeof label, "generator lr %g step 3", lr);
+      print_rows(r, label);
       sweep.push_back(std::move(r));
     }
     result["density_sweep"] = {{"layout", "gpt2-like hidden 512, vocab 8000"}, {"numel", layout.numel()}, {"steps", sweep}};
