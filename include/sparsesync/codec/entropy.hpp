@@ -103,6 +103,12 @@ void entropy_rank_changes(const entropy_groups& g, std::span<const W> base, std:
 
 // The Rice parameter in [0, max_k] with the fewest bits for v (ties to the smaller k); `cost` gets them.
 inline unsigned entropy_best_k(const std::uint32_t* v, std::size_t n, unsigned max_k, unsigned raw_bits, std::uint64_t& cost) {
+  if (n >= 64) {
+    // Many values: one counting pass prices every k (the same choice as the loop below, which rice's tests check).
+    rice_cost_histogram h;
+    for (std::size_t i = 0; i < n; ++i) h.add(v[i]);
+    return h.best(max_k, raw_bits, cost);
+  }
   std::uint32_t any = 0;
   for (std::size_t i = 0; i < n; ++i) any |= v[i];
   // From k = bit_width(largest) on every value has quotient 0, so a larger k only adds bits.
