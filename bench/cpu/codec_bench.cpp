@@ -1,8 +1,10 @@
 // CPU codec benchmark: bits per changed element and ratio of every encoder x value mode, next to the i.i.d.
-// entropy floor and the PULSE-style baseline (zstd-1 over index deltas + raw BF16), on the real update
-// stream and on the Adam/BF16 generator at scale; single-threaded encode and apply+verify throughput.
+// entropy floor, the floors conditioned on each old value's class (its exponent field: what `entropy` codes
+// against), the PULSE-style baseline (zstd-1 over index deltas + raw BF16) and zstd -19 of NEW XOR BASE, on
+// the real update stream and on the Adam/BF16 generator at scale; single-threaded encode and apply+verify
+// throughput. --density-sweep adds the generator at densities 0.3%..10% (a smaller model, several learning rates).
 //
-//   codec_bench [--stream DIR] [--gen-elements N] [--gen-steps K] [--out results.json]
+//   codec_bench [--stream DIR] [--gen-elements N] [--gen-steps K] [--density-sweep N] [--out results.json]
 #include "pulse_baseline.hpp"
 #include "update_stream.hpp"
 
@@ -17,6 +19,8 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <thread>
+#include <unordered_map>
+#include <zstd.h>
 
 namespace ss = sparsesync;
 using json = nlohmann::json;
@@ -27,6 +31,7 @@ struct flags {
   std::string stream = std::string(SPARSESYNC_SHARED_DIR) + "/data/rl-gpt2-small-lr1e-6";
   std::uint64_t gen_elements = 100'000'000;
   int gen_steps = 3;
+  std::uint64_t sweep_elements = 0;  // 0: no density sweep
   std::string out = "bench/results/cpu-codec.json";
 };
 
@@ -57,6 +62,83 @@ void histogram(const ss::const_tensor_view& a, const ss::const_tensor_view& b, s
   }
 }
 
+// Floors conditioned on each old value's class (the class of `entropy`: codec/entropy_params.hpp), in bits
+// per change: H(mask | class) + H(ulp distance) (the anchors' "floor given each old value's exponent"), and
+// with the distance conditioned on the class too.
+struct class_floors {
+  double mask_given_class = 0, values_given_class = 0;
+};
+
+template <class W>
+void class_counts(const ss::const_tensor_view& a, const ss::const_tensor_view& b, std::vector<std::uint64_t>& elements,
+                  std::vector<std::uint64_t>& changed, std::vector<std::unordered_map<std::int64_t, std::uint64_t>>& values) {
+  const auto* x = static_cast<const W*>(a.data);
+  const auto* y = static_cast<const W*>(b.data);
+  for (std::uint64_t i = 0; i < a.numel; ++i) {
+    const unsigned c = ss::entropy_params::class_of<W>(x[i]) + (sizeof(W) == 1 ? 512 : sizeof(W) == 2 ? 0 : 256);
+    ++elements[c];
+    if (x[i] == y[i]) continue;
+    ++changed[c];
+    ++values[c][static_cast<std::make_signed_t<W>>(ss::ulp_delta<W>(x[i], y[i]))];
+  }
+}
+
+class_floors class_floor(const ss::model_layout& layout, std::span<const ss::const_tensor_view> base,
+                         std::span<const ss::const_tensor_view> target, std::uint64_t k) {
+  std::vector<std::uint64_t> elements(544), changed(544);
+  std::vector<std::unordered_map<std::int64_t, std::uint64_t>> values(544);
+  for (std::size_t t = 0; t < layout.size(); ++t) {
+    switch (ss::size_of(layout[t].dtype)) {
+      case 1: class_counts<std::uint8_t>(base[t], target[t], elements, changed, values); break;
+      case 2: class_counts<std::uint16_t>(base[t], target[t], elements, changed, values); break;
+      default: class_counts<std::uint32_t>(base[t], target[t], elements, changed, values); break;
+    }
+  }
+  class_floors f;
+  if (k == 0) return f;
+  double mask = 0, vals = 0;
+  for (std::size_t c = 0; c < elements.size(); ++c) {
+    if (changed[c] == 0 || changed[c] == elements[c]) continue;
+    const double p = static_cast<double>(changed[c]) / static_cast<double>(elements[c]);
+    mask += static_cast<double>(elements[c]) * (-p * std::log2(p) - (1 - p) * std::log2(1 - p));
+    for (const auto& [d, n] : values[c]) vals -= static_cast<double>(n) * std::log2(static_cast<double>(n) / static_cast<double>(changed[c]));
+  }
+  f.mask_given_class = mask / static_cast<double>(k);
+  f.values_given_class = vals / static_cast<double>(k);
+  return f;
+}
+
+// zstd -19 of the dense NEW XOR BASE (what a generic compressor makes of the change).
+std::size_t zstd19_xor_bytes(const ss::model_layout& layout, std::span<const ss::const_tensor_view> base,
+                             std::span<const ss::const_tensor_view> target) {
+  std::vector<unsigned char> x(layout.bytes());
+  std::size_t at = 0;
+  for (std::size_t t = 0; t < layout.size(); ++t) {
+    const auto* a = static_cast<const unsigned char*>(base[t].data);
+    const auto* b = static_cast<const unsigned char*>(target[t].data);
+    for (std::size_t i = 0; i < layout[t].bytes(); ++i) x[at + i] = a[i] ^ b[i];
+    at += layout[t].bytes();
+  }
+  std::vector<unsigned char> out(ZSTD_compressBound(x.size()));
+  const std::size_t n = ZSTD_compress(out.data(), out.size(), x.data(), x.size(), 19);
+  if (ZSTD_isError(n)) throw ss::error(ss::errc::io, "zstd failed");
+  return n;
+}
+
+// Sum of the buckets' chunk data bytes: the patch without its framing (headers, segment and chunk tables).
+std::size_t chunk_data_bytes(std::span<const unsigned char> patch) {
+  ss::patch_prologue pro;
+  if (auto s = ss::parse_patch_prologue(patch, pro); !s) throw ss::error(s.code(), s.message());
+  std::size_t at = pro.bytes, data = 0;
+  for (std::uint32_t b = 0; b < pro.header.bucket_count; ++b) {
+    ss::bucket_view v;
+    if (auto s = ss::parse_bucket(patch.subspan(at), v); !s) throw ss::error(s.code(), s.message());
+    data += v.header.data_bytes;
+    at += v.frame_bytes;
+  }
+  return data;
+}
+
 template <class Sel>
 json measure(const ss::model_layout& layout, std::span<const ss::const_tensor_view> base, std::span<const ss::const_tensor_view> target,
              ss::value_mode mode, std::uint64_t changed) {
@@ -79,9 +161,12 @@ json measure(const ss::model_layout& layout, std::span<const ss::const_tensor_vi
   for (std::size_t t = 0; t < layout.size(); ++t) identical = identical && std::memcmp(copy[t].data(), target[t].data, layout[t].bytes()) == 0;
   if (!identical) throw ss::error(ss::errc::target_mismatch, "benchmark round trip is not bit-identical");
   const double dense = static_cast<double>(layout.bytes());
+  const std::size_t data = chunk_data_bytes(patch);
   return {{"encoder", std::string(Sel::name)},
           {"values", std::string(ss::to_string(mode))},
           {"payload_bytes", patch.size()},
+          {"chunk_data_bytes", data},
+          {"chunk_data_bits_per_change", changed ? 8.0 * static_cast<double>(data) / static_cast<double>(changed) : 0.0},
           {"bits_per_change", changed ? 8.0 * static_cast<double>(patch.size()) / static_cast<double>(changed) : 0.0},
           {"ratio_vs_dense", dense / static_cast<double>(patch.size())},
           {"encode_seconds", enc},
@@ -99,6 +184,7 @@ json measure_all(const ss::model_layout& layout, std::span<const ss::const_tenso
     rows.push_back(measure<ss::bitmap>(layout, base, target, mode, changed));
     rows.push_back(measure<ss::delta_varint>(layout, base, target, mode, changed));
     rows.push_back(measure<ss::rice>(layout, base, target, mode, changed));
+    rows.push_back(measure<ss::entropy>(layout, base, target, mode, changed));
     rows.push_back(measure<ss::auto_encoder>(layout, base, target, mode, changed));
   }
   return rows;
@@ -128,6 +214,15 @@ json step_record(const ss::model_layout& layout, std::span<const ss::const_tenso
             {"share_within_2_ulp", k ? static_cast<double>(within2) / static_cast<double>(k) : 0.0},
             {"iid_floor_bits_per_change", iid_floor(n, k, hist)},
             {"encoders", measure_all(layout, base, target, k)}};
+  const auto cf = class_floor(layout, base, target, k);
+  double values_iid = 0;
+  for (const auto& [d, c] : hist) values_iid -= static_cast<double>(c) / static_cast<double>(k) * std::log2(static_cast<double>(c) / static_cast<double>(k));
+  r["class_floor_bits_per_change"] = cf.mask_given_class + values_iid;
+  r["class_floor_values_given_class_bits_per_change"] = cf.mask_given_class + cf.values_given_class;
+  r["class_floor_positions_bits_per_change"] = cf.mask_given_class;
+  const auto z = zstd19_xor_bytes(layout, base, target);
+  r["zstd19_xor_bytes"] = z;
+  r["zstd19_xor_bits_per_change"] = k ? 8.0 * static_cast<double>(z) / static_cast<double>(k) : 0.0;
   if (flat_changes) {
     const auto pulse = ss::bench::pulse_style_bytes(layout, *flat_changes);
     r["pulse_style_bytes"] = pulse;
@@ -145,13 +240,16 @@ std::string cpu_name() {
 }
 
 void print_rows(const json& step, const char* label) {
-  std::printf("%s: %llu changed of %llu (%.3f%%), i.i.d. floor %.2f bits/change", label, step["changed"].get<unsigned long long>(),
-              step["numel"].get<unsigned long long>(), 100.0 * step["density"].get<double>(), step["iid_floor_bits_per_change"].get<double>());
+  std::printf("%s: %llu changed of %llu (%.3f%%), floors: class %.2f, class+values %.2f, zstd-19 xor %.2f; i.i.d. floor %.2f bits/change",
+              label, step["changed"].get<unsigned long long>(), step["numel"].get<unsigned long long>(), 100.0 * step["density"].get<double>(),
+              step["class_floor_bits_per_change"].get<double>(), step["class_floor_values_given_class_bits_per_change"].get<double>(),
+              step["zstd19_xor_bits_per_change"].get<double>(), step["iid_floor_bits_per_change"].get<double>());
   if (step.contains("pulse_style_bits_per_change")) std::printf(", PULSE-style %.2f", step["pulse_style_bits_per_change"].get<double>());
   std::printf("\n");
   for (const auto& e : step["encoders"])
-    std::printf("  %-7s %-8s %7.2f bits/change  %7.1fx  encode %6.3f GB/s  apply+verify %6.3f GB/s\n", e["encoder"].get<std::string>().c_str(),
-                e["values"].get<std::string>().c_str(), e["bits_per_change"].get<double>(), e["ratio_vs_dense"].get<double>(),
+    std::printf("  %-7s %-8s %7.2f bits/change (data %5.2f) %7.1fx  encode %6.3f GB/s  apply+verify %6.3f GB/s\n", e["encoder"].get<std::string>().c_str(),
+                e["values"].get<std::string>().c_str(), e["bits_per_change"].get<double>(), e["chunk_data_bits_per_change"].get<double>(),
+                e["ratio_vs_dense"].get<double>(),
                 e["encode_gbps_of_weights"].get<double>(), e["apply_verify_gbps_of_weights"].get<double>());
 }
 
@@ -165,6 +263,7 @@ int main(int argc, char** argv) try {
     else if (a == "--gen-elements") f.gen_elements = std::stoull(argv[i + 1]);
     else if (a == "--gen-steps") f.gen_steps = std::stoi(argv[i + 1]);
     else if (a == "--out") f.out = argv[i + 1];
+    else if (a == "--density-sweep") f.sweep_elements = std::stoull(argv[i + 1]);
     else throw std::invalid_argument("unknown option " + a);
   }
   json result = {{"benchmark", "cpu-codec"},
@@ -187,6 +286,40 @@ int main(int argc, char** argv) try {
     result["real_stream"] = {{"path", std::filesystem::path(f.stream).filename().string()}, {"steps", steps}};
   } else {
     std::printf("real stream not found at %s: skipped\n", f.stream.c_str());
+  }
+
+  if (f.sweep_elements) {
+    // Densities 0.3%..10%: one GPT-shaped model of about sweep_elements parameters, one learning rate each,
+    // step 3 measured (Adam's first steps are denser).
+    const auto layout = ss::gen::make_gpt_like_layout(512, std::max<std::uint64_t>(1, f.sweep_elements / (12 * 512 * 512)), 8000);
+    json sweep = json::array();
+    for (double lr : {1e-7, 2e-7, 5e-7, 1e-6, 2e-6, 5e-6}) {
+      ss::gen::adam_bf16_options gopt;
+      gopt.seed = 11;
+      gopt.lr = lr;
+      ss::gen::adam_bf16_model model(layout, gopt);
+      model.step();
+      model.step();
+      const auto before = model.snapshot();
+      model.step();
+      std::vector<std::pair<std::uint32_t, std::uint16_t>> flat;
+      const auto bv = before.views();
+      const auto tv = model.views();
+      for (std::size_t t = 0; t < layout.size(); ++t) {
+        const auto* a = static_cast<const std::uint16_t*>(bv[t].data);
+        const auto* b = static_cast<const std::uint16_t*>(tv[t].data);
+        for (std::uint64_t i = 0; i < layout[t].numel(); ++i)
+          if (a[i] != b[i]) flat.push_back({static_cast<std::uint32_t>(layout.first_element(t) + i), b[i]});
+      }
+      auto r = step_record(layout, bv, tv, &flat);
+      r["lr"] = lr;
+      r["step"] = 3;
+      char label[64];
+      std::snprintf(label, sizeof label, "generator lr %g step 3", lr);
+      print_rows(r, label);
+      sweep.push_back(std::move(r));
+    }
+    result["density_sweep"] = {{"layout", "gpt2-like hidden 512, vocab 8000"}, {"numel", layout.numel()}, {"steps", sweep}};
   }
 
   // The generator at scale: a GPT-shaped model of about gen_elements parameters.

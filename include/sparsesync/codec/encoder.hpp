@@ -19,6 +19,7 @@ enum class encoder_id : std::uint8_t {
   bitmap = 2,
   delta_varint = 3,
   rice = 4,
+  entropy = 5,
 };
 
 // The changes of one chunk, as an encoder sees them.

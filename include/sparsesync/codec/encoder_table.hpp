@@ -25,11 +25,12 @@ struct encoder_row {
 };
 
 // Rows in wire-id order; ids are dense from 1 (checked below), so a range check validates a wire byte.
-inline constexpr std::array<encoder_row, 4> encoder_table{{
+inline constexpr std::array<encoder_row, 5> encoder_table{{
     {encoder_id::raw_index32, "raw", "raw_index32"},
     {encoder_id::bitmap, "bitmap", ""},
     {encoder_id::delta_varint, "varint", "delta_varint"},
     {encoder_id::rice, "rice", ""},
+    {encoder_id::entropy, "entropy", ""},
 }};
 
 // The largest wire id in use: a wire byte b names a built-in encoder iff 1 <= b <= max_encoder_id. A plain
@@ -61,7 +62,7 @@ constexpr std::optional<encoder_id> parse_encoder_name(std::string_view s) {
   return std::nullopt;
 }
 
-// "raw, bitmap, varint, rice": for help texts and error messages.
+// "raw, bitmap, varint, rice, entropy": for help texts and error messages.
 inline std::string encoder_names_list() {
   std::string s;
   for (const auto& r : encoder_table) {

@@ -4,6 +4,7 @@
 #include <sparsesync/codec/bitmap.hpp>
 #include <sparsesync/codec/delta_varint.hpp>
 #include <sparsesync/codec/encoder_table.hpp>
+#include <sparsesync/codec/entropy.hpp>
 #include <sparsesync/codec/raw_index32.hpp>
 #include <sparsesync/codec/rice.hpp>
 
@@ -24,7 +25,7 @@ template <class... Es>
 struct encoder_list {
   static constexpr std::size_t size = sizeof...(Es);
 };
-using builtin_encoders = encoder_list<raw_index32, bitmap, delta_varint, rice>;
+using builtin_encoders = encoder_list<raw_index32, bitmap, delta_varint, rice, entropy>;
 
 namespace detail {
 template <class... Es>
@@ -80,7 +81,8 @@ template <class S>
 inline constexpr bool check_encoder_selection = detail::encoder_selection_diagnostics<S, true>::value;
 
 // The `auto` choice of the CLI: every built-in encoder, in the order that breaks ties (payloads depend on it).
-using auto_encoder = best_of<rice, delta_varint, bitmap, raw_index32>;
+// entropy came last (format extension, FORMAT.md §3.6): where it does not win, payloads stay as before.
+using auto_encoder = best_of<rice, delta_varint, bitmap, raw_index32, entropy>;
 
 // Calls f(E{}) for the built-in encoder with wire id `id`; returns false for an unknown id.
 template <class F>

@@ -1,0 +1,435 @@
+// entropy: positions and values coded per class of the receiver's old value. Whether an element changes
+// depends strongly on its magnitude (small weights have small ULPs, so the same optimizer step crosses more
+// of them), and the receiver holds every old value: grouping a chunk's elements by the exponent field of the
+// old value and Rice-coding each group's changes as gaps within that group's own elements, with a parameter
+// per group, spends close to the class-conditioned information floor. Values in `ulp` mode get a Rice
+// parameter per group too (small weights also move by more ULPs). Where classes do not help, a chunk carries
+// rice's own data behind a tag byte, so entropy never costs more than rice plus one byte per chunk.
+// Layout, fitting rules and canonicality: docs/FORMAT.md, "entropy".
+#pragma once
+
+#include <sparsesync/codec/bit_stream.hpp>
+#include <sparsesync/codec/encoder.hpp>
+#include <sparsesync/codec/encoder_table.hpp>
+#include <sparsesync/codec/entropy_params.hpp>
+#include <sparsesync/codec/rice.hpp>
+
+#include <algorithm>
+#include <array>
+#include <bit>
+#include <string>
+
+SPARSESYNC_NS_BEGIN
+
+namespace detail {
+
+// A chunk's groups of raw classes, formed from its base alone, so encoder and decoder agree on them.
+struct entropy_groups {
+  std::array<std::uint8_t, 256> of_class{};  // raw class -> group (classes absent from the base: unused)
+  std::array<std::uint32_t, 256> size{};     // elements of each group
+  unsigned count = 0;
+};
+
+// Classes in increasing order (empty ones skipped) join the open group, which closes once it holds at least
+// max(1, numel >> group_shift) elements; a last group that stays smaller joins the one before it.
+template <element_word W>
+entropy_groups make_entropy_groups(std::span<const W> base) {
+  constexpr unsigned classes = entropy_params::class_count<W>;
+  // Four histograms, so that runs of one class do not wait on one counter.
+  std::array<std::array<std::uint32_t, classes>, 4> h{};
+  const std::size_t n = base.size();
+  std::size_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    ++h[0][entropy_params::class_of(base[i])];
+    ++h[1][entropy_params::class_of(base[i + 1])];
+    ++h[2][entropy_params::class_of(base[i + 2])];
+    ++h[3][entropy_params::class_of(base[i + 3])];
+  }
+  for (; i < n; ++i) ++h[0][entropy_params::class_of(base[i])];
+  const std::uint32_t min_size = std::max<std::uint32_t>(1, static_cast<std::uint32_t>(n >> entropy_params::group_shift));
+  entropy_groups g;
+  std::uint32_t open = 0;
+  unsigned open_from = 0;
+  for (unsigned c = 0; c < classes; ++c) {
+    const std::uint32_t s = h[0][c] + h[1][c] + h[2][c] + h[3][c];
+    if (s == 0) continue;
+    if (open == 0) open_from = c;
+    g.of_class[c] = static_cast<std::uint8_t>(g.count);
+    open += s;
+    if (open >= min_size) {
+      g.size[g.count++] = open;
+      open = 0;
+    }
+  }
+  if (open > 0) {
+    if (g.count == 0) {
+      g.size[g.count++] = open;
+    } else {
+      for (unsigned c = open_from; c < classes; ++c) g.of_class[c] = static_cast<std::uint8_t>(g.count - 1);
+      g.size[g.count - 1] += open;
+    }
+  }
+  return g;
+}
+
+template <element_word W>
+unsigned entropy_group_of(const entropy_groups& g, W bits) {
+  return g.of_class[entropy_params::class_of(bits)];
+}
+
+// For each change: its group, and its rank among the group's elements (how many of them precede it).
+template <element_word W>
+void entropy_rank_changes(const entropy_groups& g, std::span<const W> base, std::span<const std::uint32_t> positions,
+                          std::uint8_t* group_of_change, std::uint32_t* rank) {
+  // Four lanes of counters again: an element's rank is the sum of its group's four counters.
+  std::array<std::array<std::uint32_t, 256>, 4> seen{};
+  std::uint32_t i = 0;
+  for (std::size_t j = 0; j < positions.size(); ++j) {
+    const std::uint32_t p = positions[j];
+    for (; i + 4 <= p; i += 4) {
+      ++seen[0][entropy_group_of(g, base[i])];
+      ++seen[1][entropy_group_of(g, base[i + 1])];
+      ++seen[2][entropy_group_of(g, base[i + 2])];
+      ++seen[3][entropy_group_of(g, base[i + 3])];
+    }
+    for (; i < p; ++i) ++seen[0][entropy_group_of(g, base[i])];
+    const unsigned grp = entropy_group_of(g, base[p]);
+    group_of_change[j] = static_cast<std::uint8_t>(grp);
+    rank[j] = seen[0][grp] + seen[1][grp] + seen[2][grp] + seen[3][grp];
+    ++seen[0][grp];
+    i = p + 1;
+  }
+}
+
+// The Rice parameter in [0, max_k] with the fewest bits for v (ties to the smaller k); `cost` gets them.
+inline unsigned entropy_best_k(const std::uint32_t* v, std::size_t n, unsigned max_k, unsigned raw_bits, std::uint64_t& cost) {
+  if (n >= 64) {
+    // Many values: one counting pass prices every k (the same choice as the loop below, which rice's tests check).
+    rice_cost_histogram h;
+    for (std::size_t i = 0; i < n; ++i) h.add(v[i]);
+    return h.best(max_k, raw_bits, cost);
+  }
+  std::uint32_t any = 0;
+  for (std::size_t i = 0; i < n; ++i) any |= v[i];
+  // From k = bit_width(largest) on every value has quotient 0, so a larger k only adds bits.
+  const unsigned last = std::min<unsigned>(max_k, static_cast<unsigned>(std::bit_width(any)));
+  unsigned best = 0;
+  cost = ~std::uint64_t{0};
+  for (unsigned k = 0; k <= last; ++k) {
+    std::uint64_t c = 0;
+    for (std::size_t i = 0; i < n; ++i) c += rice_cost(v[i], k, raw_bits);
+    if (c < cost) {
+      cost = c;
+      best = k;
+    }
+  }
+  return best;
+}
+
+// Escape width of a gap within a group of n >= 2 elements: wide enough for any gap (at most n - 1).
+constexpr unsigned entropy_gap_raw_bits(std::uint32_t n) { return static_cast<unsigned>(std::bit_width(n - 1)); }
+
+// The largest gap parameter of a group of n >= 2 elements (the fitted one never exceeds the gaps' bit width),
+// and the width of its field.
+constexpr unsigned entropy_max_gap_k(std::uint32_t n) { return std::min(entropy_params::max_gap_k, entropy_gap_raw_bits(n)); }
+constexpr unsigned entropy_gap_k_bits(std::uint32_t n) { return static_cast<unsigned>(std::bit_width(entropy_max_gap_k(n))); }
+
+// A value parameter is sent in unary (k ones, then a zero unless k = W - 1): most are 0 or 1.
+template <element_word W>
+constexpr unsigned entropy_value_k_bits(unsigned k) {
+  return k + (k < 8 * sizeof(W) - 1 ? 1 : 0);
+}
+
+// Everything the class body of a chunk says, from its changes (the fitting rules of FORMAT.md).
+struct entropy_class_plan {
+  entropy_groups groups;
+  std::array<std::uint32_t, 256> changes{};  // per group
+  std::array<std::uint32_t, 257> first{};    // group g's gaps and value codes at [first[g], first[g + 1])
+  std::array<std::uint8_t, 256> k_gap{}, k_val{};
+  std::vector<std::uint8_t> group_of_change;  // per change, in position order
+  std::vector<std::uint32_t> gaps;            // by group
+  std::vector<std::uint32_t> codes;           // ulp mode: value codes by group
+  std::uint64_t bits = 0;                     // the class body's bits, tag byte excluded
+  [[nodiscard]] std::size_t bytes() const { return 1 + static_cast<std::size_t>((bits + 7) / 8); }
+};
+
+// Bits of a group's change count field: counts are at most min(group size, changes not yet assigned).
+constexpr unsigned entropy_count_bits(std::uint32_t size, std::uint32_t remaining) {
+  return static_cast<unsigned>(std::bit_width(std::min(size, remaining)));
+}
+
+template <element_word W>
+void entropy_fit(entropy_class_plan& p, value_mode mode, std::span<const W> values, const std::uint32_t* rank) {
+  constexpr unsigned value_bits = 8 * sizeof(W);
+  const std::size_t m = p.group_of_change.size();
+  const unsigned groups = p.groups.count;
+  p.changes.fill(0);
+  for (std::size_t j = 0; j < m; ++j) ++p.changes[p.group_of_change[j]];
+  p.first[0] = 0;
+  for (unsigned g = 0; g < groups; ++g) p.first[g + 1] = p.first[g] + p.changes[g];
+  p.gaps.resize(m);
+  if (mode == value_mode::ulp) p.codes.resize(m);
+  std::array<std::uint32_t, 256> at{}, next{};  // fill cursor and next free rank per group
+  for (unsigned g = 0; g < groups; ++g) at[g] = p.first[g];
+  for (std::size_t j = 0; j < m; ++j) {
+    const unsigned g = p.group_of_change[j];
+    p.gaps[at[g]] = rank[j] - next[g];
+    next[g] = rank[j] + 1;
+    if (mode == value_mode::ulp) p.codes[at[g]] = static_cast<std::uint32_t>(zigzag(values[j])) - 1;
+    ++at[g];
+  }
+  std::uint64_t bits = 0;
+  auto remaining = static_cast<std::uint32_t>(m);
+  for (unsigned g = 0; g < groups; ++g) {
+    const std::uint32_t n = p.groups.size[g], c = p.changes[g];
+    if (g + 1 < groups) bits += entropy_count_bits(n, remaining);
+    remaining -= c;
+    p.k_gap[g] = p.k_val[g] = 0;
+    if (c > 0 && c < n) {
+      std::uint64_t cost = 0;
+      p.k_gap[g] = static_cast<std::uint8_t>(entropy_best_k(p.gaps.data() + p.first[g], c, entropy_max_gap_k(n), entropy_gap_raw_bits(n), cost));
+      bits += entropy_gap_k_bits(n) + cost;
+    }
+    if (c > 0 && mode == value_mode::ulp) {
+      std::uint64_t cost = 0;
+      p.k_val[g] = static_cast<std::uint8_t>(entropy_best_k(p.codes.data() + p.first[g], c, value_bits - 1, value_bits, cost));
+      bits += entropy_value_k_bits<W>(p.k_val[g]) + cost;
+    }
+  }
+  if (mode == value_mode::absolute) bits += std::uint64_t{value_bits} * m;
+  p.bits = bits;
+}
+
+// The class body's plan for a chunk's changes and base.
+template <element_word W>
+void entropy_plan_classes(entropy_class_plan& p, value_mode mode, std::span<const W> base, std::span<const std::uint32_t> positions,
+                          std::span<const W> values) {
+  p.groups = make_entropy_groups<W>(base);
+  p.group_of_change.resize(positions.size());
+  std::vector<std::uint32_t> rank(positions.size());
+  entropy_rank_changes<W>(p.groups, base, positions, p.group_of_change.data(), rank.data());
+  entropy_fit<W>(p, mode, values, rank.data());
+}
+
+}  // namespace detail
+
+struct entropy {
+  using encoder_concept = encoder_tag;
+  static constexpr encoder_id id = encoder_id::entropy;
+  static constexpr std::string_view name = encoder_table_row(id).name;
+  static constexpr bool needs_base = true;
+
+  template <element_word W>
+  static void encode(const chunk_changes<W>& in, std::vector<unsigned char>& out) {
+    if (in.positions.empty()) return;
+    const auto fallback = rice::plan(in);
+    detail::entropy_class_plan p;
+    detail::entropy_plan_classes<W>(p, in.mode, in.base.first(in.numel), in.positions, in.values);
+    // The class body only where it is strictly smaller (ties keep rice's data, which needs no base).
+    if (p.bytes() >= 1 + fallback.bytes) {
+      out.push_back(static_cast<unsigned char>(entropy_params::tag_rice));
+      rice::encode(in, out, fallback);
+      return;
+    }
+    write_classes(in, p, out);
+  }
+
+  // Bytes encode() appends (it reads in.base, as encode does).
+  template <element_word W>
+  static std::size_t encoded_size(const chunk_changes<W>& in) {
+    if (in.positions.empty()) return 0;
+    detail::entropy_class_plan p;
+    detail::entropy_plan_classes<W>(p, in.mode, in.base.first(in.numel), in.positions, in.values);
+    return std::min(p.bytes(), 1 + rice::plan(in).bytes);
+  }
+
+  template <element_word W>
+  static status decode(std::span<const unsigned char> data, const chunk_context<W>& ctx, std::vector<std::uint32_t>& positions,
+                       std::vector<W>& values) {
+    positions.clear();
+    values.clear();
+    if (ctx.changes == 0) return data.empty() ? status{} : status{errc::malformed, "data present for a chunk without changes"};
+    if (data.empty()) return {errc::truncated, "entropy chunk"};
+    if (ctx.base.size() < ctx.numel) return {errc::invalid_argument, "entropy needs the chunk's base elements"};
+    const auto base = ctx.base.first(ctx.numel);
+    if (data[0] == entropy_params::tag_rice) return decode_fallback(data, ctx, base, positions, values);
+    if (data[0] != entropy_params::tag_classes) return {errc::malformed, "entropy chunk tag " + std::to_string(data[0])};
+    return decode_classes(data, ctx, base, positions, values);
+  }
+
+ private:
+  template <element_word W>
+  static void write_classes(const chunk_changes<W>& in, const detail::entropy_class_plan& p, std::vector<unsigned char>& out) {
+    constexpr unsigned value_bits = 8 * sizeof(W);
+    const std::size_t at = out.size();
+    // bit_sink stores 4 bytes at a time: room for its last store, trimmed after.
+    out.resize(at + p.bytes() + 4, 0);
+    out[at] = static_cast<unsigned char>(entropy_params::tag_classes);
+    detail::bit_sink w(out.data() + at + 1);
+    const unsigned groups = p.groups.count;
+    auto remaining = static_cast<std::uint32_t>(in.positions.size());
+    for (unsigned g = 0; g < groups; ++g) {
+      const std::uint32_t n = p.groups.size[g], c = p.changes[g];
+      if (g + 1 < groups) w.put(c, detail::entropy_count_bits(n, remaining));
+      remaining -= c;
+      if (c > 0 && c < n) w.put(p.k_gap[g], detail::entropy_gap_k_bits(n));
+      if (c > 0 && in.mode == value_mode::ulp) {
+        w.put((std::uint64_t{1} << p.k_val[g]) - 1, p.k_val[g]);
+        if (p.k_val[g] < value_bits - 1) w.put(0, 1);
+      }
+    }
+    for (unsigned g = 0; g < groups; ++g) {
+      const std::uint32_t n = p.groups.size[g], c = p.changes[g];
+      if (c == 0 || c == n) continue;
+      const unsigned raw = detail::entropy_gap_raw_bits(n);
+      for (std::uint32_t i = p.first[g]; i < p.first[g + 1]; ++i) w.rice(p.gaps[i], p.k_gap[g], raw);
+    }
+    if (in.mode == value_mode::ulp) {
+      for (std::size_t j = 0; j < in.values.size(); ++j)
+        w.rice(std::uint64_t{zigzag(in.values[j])} - 1, p.k_val[p.group_of_change[j]], value_bits);
+    } else {
+      for (W v : in.values) w.put(v, value_bits);
+    }
+    w.finish();
+    out.resize(at + p.bytes());
+  }
+
+  template <element_word W>
+  static status decode_fallback(std::span<const unsigned char> data, const chunk_context<W>& ctx, std::span<const W> base,
+                                std::vector<std::uint32_t>& positions, std::vector<W>& values) {
+    if (auto s = rice::decode<W>(data.subspan(1), ctx, positions, values); !s) return s.prefix("entropy (rice body)");
+    chunk_changes<W> in;
+    in.numel = ctx.numel;
+    in.mode = ctx.mode;
+    in.positions = positions;
+    in.values = values;
+    const auto r = rice::plan(in);
+    if (r.k_gap != data[1] || r.k_val != data[2]) return {errc::non_canonical, "entropy (rice body): parameters are not the best"};
+    detail::entropy_class_plan p;
+    detail::entropy_plan_classes<W>(p, ctx.mode, base, positions, values);
+    if (p.bytes() < data.size()) return {errc::non_canonical, "entropy: the class body is smaller than the rice body sent"};
+    return {};
+  }
+
+  template <element_word W>
+  static status decode_classes(std::span<const unsigned char> data, const chunk_context<W>& ctx, std::span<const W> base,
+                               std::vector<std::uint32_t>& positions, std::vector<W>& values) {
+    constexpr unsigned value_bits = 8 * sizeof(W);
+    detail::entropy_class_plan p;
+    p.groups = detail::make_entropy_groups<W>(base);
+    const unsigned groups = p.groups.count;
+    detail::bit_reader r(data.data() + 1, data.data() + data.size());
+    // Header: per group its change count, gap and value parameters.
+    std::uint32_t remaining = ctx.changes;
+    for (unsigned g = 0; g < groups; ++g) {
+      const std::uint32_t n = p.groups.size[g];
+      std::uint32_t c = remaining;
+      if (g + 1 < groups) {
+        c = static_cast<std::uint32_t>(r.get(detail::entropy_count_bits(n, remaining)));
+        if (c > std::min(n, remaining)) return {errc::malformed, "entropy: group " + std::to_string(g) + " change count out of range"};
+      } else if (c > n) {
+        return {errc::malformed, "entropy: more changes than the last group's elements"};
+      }
+      p.changes[g] = c;
+      remaining -= c;
+      if (c > 0 && c < n) {
+        p.k_gap[g] = static_cast<std::uint8_t>(r.get(detail::entropy_gap_k_bits(n)));
+        if (p.k_gap[g] > detail::entropy_max_gap_k(n)) return {errc::malformed, "entropy: gap parameter out of range"};
+      }
+      if (c > 0 && ctx.mode == value_mode::ulp) p.k_val[g] = static_cast<std::uint8_t>(r.get_unary(value_bits - 1));
+    }
+    if (r.failed()) return {errc::truncated, "entropy: group header"};
+    // Each change of a group that is not wholly changed takes at least one bit: a lying count fails here.
+    p.first[0] = 0;
+    for (unsigned g = 0; g < groups; ++g) p.first[g + 1] = p.first[g] + p.changes[g];
+    {
+      std::uint64_t least = 0;
+      for (unsigned g = 0; g < groups; ++g)
+        if (p.changes[g] < p.groups.size[g]) least += p.changes[g];
+      if (least > 8 * static_cast<std::uint64_t>(data.size())) return {errc::truncated, "entropy: gaps"};
+    }
+    // Gaps, group by group; a wholly changed group has none.
+    p.gaps.resize(ctx.changes);
+    for (unsigned g = 0; g < groups; ++g) {
+      const std::uint32_t n = p.groups.size[g], c = p.changes[g];
+      if (c == n) {
+        std::fill(p.gaps.begin() + p.first[g], p.gaps.begin() + p.first[g + 1], 0u);
+        continue;
+      }
+      const unsigned raw = detail::entropy_gap_raw_bits(n);
+      std::uint64_t next = 0;
+      for (std::uint32_t i = p.first[g]; i < p.first[g + 1]; ++i) {
+        std::uint64_t gap = 0;
+        if (!detail::rice_get(r, p.k_gap[g], raw, gap))
+          return {r.failed() ? errc::truncated : errc::non_canonical, "entropy: gap in group " + std::to_string(g)};
+        next += gap;
+        if (next >= n) return {errc::index_out_of_range, "entropy: change past the end of group " + std::to_string(g)};
+        p.gaps[i] = static_cast<std::uint32_t>(gap);
+        ++next;
+      }
+    }
+    // Positions: walk the chunk, counting each group's elements, until every change is placed.
+    positions.resize(ctx.changes);
+    p.group_of_change.resize(ctx.changes);
+    std::array<std::uint32_t, 256> skip{}, cursor{};
+    constexpr std::uint32_t none = ~std::uint32_t{0};
+    for (unsigned g = 0; g < groups; ++g) {
+      cursor[g] = p.first[g];
+      skip[g] = p.changes[g] > 0 ? p.gaps[p.first[g]] : none;
+    }
+    std::uint32_t placed = 0;
+    for (std::uint32_t i = 0; placed < ctx.changes; ++i) {  // the counts sum to `changes`, all below the sizes
+      const unsigned g = detail::entropy_group_of(p.groups, base[i]);
+      if (skip[g] != 0) {
+        --skip[g];
+        continue;
+      }
+      positions[placed] = i;
+      p.group_of_change[placed++] = static_cast<std::uint8_t>(g);
+      skip[g] = ++cursor[g] < p.first[g + 1] ? p.gaps[cursor[g]] : none;
+    }
+    // Values, in position order.
+    values.resize(ctx.changes);
+    if (ctx.mode == value_mode::ulp) {
+      for (std::uint32_t j = 0; j < ctx.changes; ++j) {
+        const unsigned g = p.group_of_change[j];
+        std::uint64_t code = 0;
+        if (!detail::rice_get(r, p.k_val[g], value_bits, code))
+          return {r.failed() ? errc::truncated : errc::non_canonical, "entropy: value at change " + std::to_string(j)};
+        if (code >= (std::uint64_t{1} << value_bits) - 1) return {errc::malformed, "entropy: value out of range at change " + std::to_string(j)};
+        values[j] = unzigzag(static_cast<W>(code + 1));
+      }
+    } else {
+      for (std::uint32_t j = 0; j < ctx.changes; ++j) values[j] = static_cast<W>(r.get(value_bits));
+      if (r.failed()) return {errc::truncated, "entropy: values"};
+    }
+    if (!r.at_padded_end()) return {errc::malformed, "entropy: trailing bits after the last value"};
+    // Canonical: the parameters must be the fitted ones and the class body the smaller choice.
+    std::vector<std::uint32_t> rank(ctx.changes);
+    detail::entropy_class_plan fit;
+    fit.groups = p.groups;
+    fit.group_of_change = p.group_of_change;
+    {
+      std::array<std::uint32_t, 256> next{}, cur{};
+      for (unsigned g = 0; g < groups; ++g) cur[g] = p.first[g];
+      for (std::uint32_t j = 0; j < ctx.changes; ++j) {
+        const unsigned g = p.group_of_change[j];
+        rank[j] = next[g] + p.gaps[cur[g]++];
+        next[g] = rank[j] + 1;
+      }
+    }
+    detail::entropy_fit<W>(fit, ctx.mode, values, rank.data());
+    for (unsigned g = 0; g < groups; ++g)
+      if (fit.k_gap[g] != p.k_gap[g] || fit.k_val[g] != p.k_val[g])
+        return {errc::non_canonical, "entropy: group " + std::to_string(g) + " parameters are not the fitted ones"};
+    chunk_changes<W> in;
+    in.numel = ctx.numel;
+    in.mode = ctx.mode;
+    in.positions = positions;
+    in.values = values;
+    if (fit.bytes() >= 1 + rice::plan(in).bytes) return {errc::non_canonical, "entropy: a class body where the rice body is no larger"};
+    return {};
+  }
+};
+
+SPARSESYNC_NS_END

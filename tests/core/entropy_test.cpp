@@ -1,0 +1,398 @@
+// The entropy encoder at chunk level: round trips of every word width and value mode on edge cases and
+// adversarial inputs, never more than rice plus its tag byte, canonical decoding (every accepted byte string
+// is the one the encoder writes), and malformed data refused with a status.
+#include <sparsesync/codec/entropy.hpp>
+#include <sparsesync/core/hash.hpp>
+
+#include <doctest/doctest.h>
+
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+using namespace sparsesync;
+
+namespace {
+
+// A chunk: its base, and its changes as (position, new bit pattern).
+template <class W>
+struct chunk_case {
+  std::string name;
+  std::vector<W> base;
+  std::vector<std::uint32_t> positions;
+  std::vector<W> targets;
+};
+
+// A bit pattern of the word's float layout near `x` (BF16 for 16 bits, FP32, FP8 e5m2), by truncation.
+template <class W>
+W float_bits(float x) {
+  std::uint32_t u = 0;
+  std::memcpy(&u, &x, 4);
+  if constexpr (sizeof(W) == 4) return u;
+  else if constexpr (sizeof(W) == 2) return static_cast<W>(u >> 16);
+  else return static_cast<W>(u >> 24);
+}
+
+template <class W>
+W other_than(W b, std::mt19937_64& rng) {
+  W v = static_cast<W>(rng());
+  return v == b ? static_cast<W>(b ^ 1u) : v;
+}
+
+// Weight-like base (normal, std 0.02) whose changes favour small magnitudes, mostly +-1 ULP.
+template <class W>
+chunk_case<W> weightlike(std::uint32_t n, double density, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 0.02f);
+  chunk_case<W> c{"weight-like", {}, {}, {}};
+  c.base.resize(n);
+  for (auto& b : c.base) b = float_bits<W>(normal(rng));
+  for (std::uint32_t i = 0; i < n; ++i) {
+    float x = 0;
+    if constexpr (sizeof(W) == 4) std::memcpy(&x, &c.base[i], 4);
+    else {
+      const std::uint32_t u = std::uint32_t{c.base[i]} << (32 - 8 * sizeof(W));
+      std::memcpy(&x, &u, 4);
+    }
+    const double p = std::min(0.9, density * 0.004 / (std::fabs(x) + 1e-6));
+    if (std::uniform_real_distribution<double>(0, 1)(rng) >= p) continue;
+    const int step = rng() % 10 == 0 ? 2 : rng() % 50 == 0 ? 9 : 1;
+    c.positions.push_back(i);
+    c.targets.push_back(apply_ulp_delta<W>(c.base[i], static_cast<W>((rng() & 1) ? step : -step)));
+  }
+  return c;
+}
+
+template <class W>
+std::vector<chunk_case<W>> edge_cases() {
+  std::mt19937_64 rng(99 + sizeof(W));
+  std::vector<chunk_case<W>> cases;
+  auto random_base = [&](std::uint32_t n) {
+    std::vector<W> b(n);
+    for (auto& x : b) x = static_cast<W>(rng());
+    return b;
+  };
+  auto ulp_targets = [&](chunk_case<W>& c, int spread) {
+    for (auto p : c.positions) {
+      const int d = 1 + static_cast<int>(rng() % static_cast<unsigned>(spread));
+      c.targets.push_back(apply_ulp_delta<W>(c.base[p], static_cast<W>((rng() & 1) ? d : -d)));
+    }
+  };
+  {  // one element, changed
+    chunk_case<W> c{"one element", random_base(1), {0}, {}};
+    ulp_targets(c, 1);
+    cases.push_back(c);
+  }
+  {  // every element changed
+    chunk_case<W> c{"all changed", random_base(3000), {}, {}};
+    for (std::uint32_t i = 0; i < 3000; ++i) c.positions.push_back(i);
+    ulp_targets(c, 3);
+    cases.push_back(c);
+  }
+  {  // first and last element only
+    chunk_case<W> c{"first and last", random_base(65536), {0, 65535}, {}};
+    ulp_targets(c, 2);
+    cases.push_back(c);
+  }
+  {  // one class: every base element the same pattern
+    chunk_case<W> c{"single class", std::vector<W>(20000, float_bits<W>(0.01f)), {}, {}};
+    for (std::uint32_t i = 0; i < 20000; ++i)
+      if (rng() % 50 == 0) c.positions.push_back(i);
+    ulp_targets(c, 2);
+    cases.push_back(c);
+  }
+  {  // alternating classes, changes in both
+    chunk_case<W> c{"alternating classes", {}, {}, {}};
+    for (std::uint32_t i = 0; i < 20000; ++i) c.base.push_back(float_bits<W>(i % 2 ? 0.5f : 0.001f));
+    for (std::uint32_t i = 0; i < 20000; ++i)
+      if (rng() % (i % 2 ? 200 : 10) == 0) c.positions.push_back(i);
+    ulp_targets(c, 2);
+    cases.push_back(c);
+  }
+  {  // uniformly random positions over random patterns: classes carry no information
+    chunk_case<W> c{"uniform random", random_base(65536), {}, {}};
+    for (std::uint32_t i = 0; i < 65536; ++i)
+      if (rng() % 100 == 0) c.positions.push_back(i);
+    ulp_targets(c, 2);
+    cases.push_back(c);
+  }
+  {  // dense: half the elements
+    chunk_case<W> c{"dense", random_base(5000), {}, {}};
+    for (std::uint32_t i = 0; i < 5000; ++i)
+      if (rng() % 2) c.positions.push_back(i);
+    ulp_targets(c, 2);
+    cases.push_back(c);
+  }
+  {  // large jumps: unrelated new patterns
+    chunk_case<W> c{"large jumps", random_base(4000), {}, {}};
+    for (std::uint32_t i = 0; i < 4000; i += 1 + static_cast<std::uint32_t>(rng() % 40)) c.positions.push_back(i);
+    for (auto p : c.positions) c.targets.push_back(other_than<W>(c.base[p], rng));
+    cases.push_back(c);
+  }
+  {  // sign flips near zero: +-tiny to -+tiny, and zeros to the smallest subnormals
+    chunk_case<W> c{"sign flips near zero", {}, {}, {}};
+    const W sign = static_cast<W>(W(1) << (8 * sizeof(W) - 1));
+    for (std::uint32_t i = 0; i < 3000; ++i) c.base.push_back(static_cast<W>((i % 7 == 0 ? 0 : 1 + rng() % 3) | (rng() & 1 ? sign : 0)));
+    for (std::uint32_t i = 0; i < 3000; i += 1 + static_cast<std::uint32_t>(rng() % 5)) {
+      c.positions.push_back(i);
+      c.targets.push_back(static_cast<W>(c.base[i] ^ sign) == c.base[i] ? static_cast<W>(c.base[i] + 1) : static_cast<W>(c.base[i] ^ sign));
+    }
+    cases.push_back(c);
+  }
+  {  // the largest chunk the format allows, sparse
+    chunk_case<W> c{"2^24 elements", std::vector<W>(std::size_t{1} << 24, float_bits<W>(0.02f)), {}, {}};
+    for (std::uint32_t i = 0; i < (1u << 24); i += 1 + static_cast<std::uint32_t>(rng() % 200000)) c.positions.push_back(i);
+    c.base.back() = float_bits<W>(1e-3f);
+    c.positions.push_back((1u << 24) - 1);
+    ulp_targets(c, 2);
+    cases.push_back(c);
+  }
+  for (std::uint64_t s = 0; s < 4; ++s) cases.push_back(weightlike<W>(65536, 0.01 * static_cast<double>(1 + 3 * s), s));
+  cases.push_back(weightlike<W>(300, 0.05, 11));  // a short last chunk
+  return cases;
+}
+
+template <class W>
+chunk_changes<W> changes_of(const chunk_case<W>& c, value_mode mode, std::vector<W>& coded) {
+  coded.clear();
+  for (std::size_t i = 0; i < c.positions.size(); ++i) coded.push_back(code_value<W>(mode, c.base[c.positions[i]], c.targets[i]));
+  chunk_changes<W> in;
+  in.numel = static_cast<std::uint32_t>(c.base.size());
+  in.mode = mode;
+  in.positions = c.positions;
+  in.values = coded;
+  in.base = c.base;
+  return in;
+}
+
+template <class W>
+chunk_context<W> context_of(const chunk_changes<W>& in) {
+  chunk_context<W> ctx;
+  ctx.numel = in.numel;
+  ctx.changes = static_cast<std::uint32_t>(in.positions.size());
+  ctx.mode = in.mode;
+  ctx.base = in.base;
+  return ctx;
+}
+
+// Decodes `data`; where it is accepted, it must be exactly what the encoder writes for what it decoded to.
+template <class W>
+status decode_canonical(std::span<const unsigned char> data, chunk_context<W> ctx) {
+  std::vector<std::uint32_t> pos;
+  std::vector<W> val;
+  auto s = entropy::decode<W>(data, ctx, pos, val);
+  if (!s) return s;
+  REQUIRE(pos.size() == ctx.changes);
+  chunk_changes<W> again;
+  again.numel = ctx.numel;
+  again.mode = ctx.mode;
+  again.positions = pos;
+  again.values = val;
+  again.base = ctx.base;
+  std::vector<unsigned char> out;
+  entropy::encode<W>(again, out);
+  CHECK(std::vector<unsigned char>(data.begin(), data.end()) == out);
+  return s;
+}
+
+template <class W>
+void check_cases() {
+  for (const auto& c : edge_cases<W>()) {
+    for (auto mode : {value_mode::absolute, value_mode::ulp}) {
+      CAPTURE(c.name);
+      CAPTURE(sizeof(W));
+      CAPTURE(to_string(mode));
+      std::vector<W> coded;
+      const auto in = changes_of(c, mode, coded);
+      std::vector<unsigned char> out{0xEE};  // encoders append
+      entropy::encode<W>(in, out);
+      const std::span<const unsigned char> data(out.data() + 1, out.size() - 1);
+      CHECK(entropy::encoded_size<W>(in) == data.size());
+      // Never more than rice plus the tag byte.
+      std::vector<unsigned char> r;
+      rice::encode<W>(in, r);
+      CHECK(data.size() <= r.size() + 1);
+      std::vector<std::uint32_t> pos;
+      std::vector<W> val;
+      REQUIRE(entropy::decode<W>(data, context_of(in), pos, val).ok());
+      CHECK(pos == c.positions);
+      CHECK(val == coded);
+      // Truncated data is refused (at every length for small chunks, sampled lengths for large ones).
+      const std::size_t step = data.size() > 4096 ? data.size() / 512 : 1;
+      for (std::size_t len = 0; len < data.size(); len += step) CHECK_FALSE(entropy::decode<W>(data.first(len), context_of(in), pos, val).ok());
+      // A byte too many is refused too.
+      std::vector<unsigned char> longer(data.begin(), data.end());
+      longer.push_back(0);
+      CHECK_FALSE(entropy::decode<W>(longer, context_of(in), pos, val).ok());
+    }
+  }
+}
+
+// Flipped bits and bytes: refused, or (rarely) another valid payload, which must then be the canonical one.
+template <class W>
+void check_mutations() {
+  std::mt19937_64 rng(5 + sizeof(W));
+  int accepted = 0, refused = 0;
+  for (const auto& c : edge_cases<W>()) {
+    if (c.base.size() > 100000) continue;
+    for (auto mode : {value_mode::absolute, value_mode::ulp}) {
+      std::vector<W> coded;
+      const auto in = changes_of(c, mode, coded);
+      std::vector<unsigned char> out;
+      entropy::encode<W>(in, out);
+      for (int t = 0; t < 100; ++t) {
+        auto bad = out;
+        const std::size_t at = rng() % bad.size();
+        if (t % 2) bad[at] ^= static_cast<unsigned char>(1u << (rng() % 8));
+        else bad[at] = static_cast<unsigned char>(rng());
+        if (bad == out) continue;
+        auto ctx = context_of(in);
+        if (decode_canonical<W>(bad, ctx).ok()) ++accepted;
+        else ++refused;
+      }
+      // Other change counts (a chunk table that lies): refused, or the same bytes are the canonical encoding
+      // of other changes (decode_canonical checks which).
+      for (std::uint32_t delta : {1u, 2u, 1000u}) {
+        auto ctx = context_of(in);
+        ctx.changes += delta;
+        if (ctx.changes <= ctx.numel) (void)decode_canonical<W>(out, ctx);
+        ctx = context_of(in);
+        if (ctx.changes > delta) {
+          ctx.changes -= delta;
+          (void)decode_canonical<W>(out, ctx);
+        }
+      }
+    }
+  }
+  CHECK(refused > 0);
+  MESSAGE("mutations of W=" << 8 * sizeof(W) << ": " << refused << " refused, " << accepted << " accepted (all canonical)");
+}
+
+}  // namespace
+
+TEST_CASE("entropy round trips 8-, 16- and 32-bit words in both value modes, never above rice + 1 byte, truncation refused") {
+  check_cases<std::uint8_t>();
+  check_cases<std::uint16_t>();
+  check_cases<std::uint32_t>();
+}
+
+TEST_CASE("entropy: mutated payloads are refused with a status or decode to the canonical encoding of what they say") {
+  check_mutations<std::uint8_t>();
+  check_mutations<std::uint16_t>();
+  check_mutations<std::uint32_t>();
+}
+
+TEST_CASE("entropy: an empty chunk has no data; data for it is refused") {
+  chunk_context<std::uint16_t> ctx;
+  ctx.numel = 100;
+  std::vector<std::uint16_t> base(100, 7);
+  ctx.base = base;
+  std::vector<std::uint32_t> pos;
+  std::vector<std::uint16_t> val;
+  CHECK(entropy::decode<std::uint16_t>({}, ctx, pos, val).ok());
+  const unsigned char one = 0;
+  CHECK(entropy::decode<std::uint16_t>(std::span(&one, 1), ctx, pos, val).code() == errc::malformed);
+  chunk_changes<std::uint16_t> in;
+  in.numel = 100;
+  in.base = base;
+  std::vector<unsigned char> out;
+  entropy::encode<std::uint16_t>(in, out);
+  CHECK(out.empty());
+}
+
+TEST_CASE("entropy: weight-like chunks take the class body and beat rice; the other body for them is refused") {
+  const auto c = weightlike<std::uint16_t>(65536, 0.01, 3);
+  std::vector<std::uint16_t> coded;
+  const auto in = changes_of(c, value_mode::ulp, coded);
+  std::vector<unsigned char> out, r;
+  entropy::encode<std::uint16_t>(in, out);
+  rice::encode<std::uint16_t>(in, r);
+  REQUIRE(out[0] == entropy_params::tag_classes);
+  CHECK(static_cast<double>(out.size()) < 0.9 * static_cast<double>(r.size()));
+  // The same changes as rice's body behind tag 0: decodable, but not what the encoder writes.
+  std::vector<unsigned char> fallback{static_cast<unsigned char>(entropy_params::tag_rice)};
+  fallback.insert(fallback.end(), r.begin(), r.end());
+  std::vector<std::uint32_t> pos;
+  std::vector<std::uint16_t> val;
+  CHECK(entropy::decode<std::uint16_t>(fallback, context_of(in), pos, val).code() == errc::non_canonical);
+  // An unknown tag.
+  auto bad = out;
+  bad[0] = 2;
+  CHECK(entropy::decode<std::uint16_t>(bad, context_of(in), pos, val).code() == errc::malformed);
+  // A decoder without the base cannot decode: refused, not read out of bounds.
+  auto ctx = context_of(in);
+  ctx.base = {};
+  CHECK(entropy::decode<std::uint16_t>(out, ctx, pos, val).code() == errc::invalid_argument);
+}
+
+TEST_CASE("entropy: random patterns with random positions fall back to rice's body") {
+  std::mt19937_64 rng(8);
+  std::vector<std::uint32_t> base(65536);
+  for (auto& b : base) b = static_cast<std::uint32_t>(rng());
+  chunk_case<std::uint32_t> c{"random", base, {}, {}};
+  for (std::uint32_t i = 0; i < 65536; ++i)
+    if (rng() % 64 == 0) {
+      c.positions.push_back(i);
+      c.targets.push_back(apply_ulp_delta<std::uint32_t>(base[i], 1));
+    }
+  std::vector<std::uint32_t> coded;
+  const auto in = changes_of(c, value_mode::ulp, coded);
+  std::vector<unsigned char> out, r;
+  entropy::encode<std::uint32_t>(in, out);
+  rice::encode<std::uint32_t>(in, r);
+  CHECK(out[0] == entropy_params::tag_rice);
+  CHECK(out.size() == r.size() + 1);
+}
+
+namespace {
+
+std::uint64_t splitmix(std::uint64_t& s) {
+  std::uint64_t z = (s += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+// A BF16 chunk of weight-like patterns (exponents falling off geometrically below 2^-6) whose smaller
+// magnitudes change more often, from splitmix64 only, so that its bytes are the same on every platform.
+chunk_case<std::uint16_t> pinned_chunk() {
+  std::uint64_t s = 2026;
+  chunk_case<std::uint16_t> c{"pinned", {}, {}, {}};
+  for (std::uint32_t i = 0; i < 4096; ++i) {
+    const std::uint64_t r = splitmix(s);
+    const unsigned below = static_cast<unsigned>(std::countr_zero(r | (std::uint64_t{1} << 12)));  // 0..12, geometric
+    const auto exponent = static_cast<std::uint16_t>(127 - 6 - below);
+    c.base.push_back(static_cast<std::uint16_t>(((r >> 32) & 0x8000u) | (exponent << 7) | ((r >> 40) & 0x7Fu)));
+    if ((splitmix(s) & 1023) < (4u << below)) {
+      const std::uint64_t v = splitmix(s);
+      const int step = (v & 15) == 0 ? 2 : 1;
+      c.positions.push_back(i);
+      c.targets.push_back(apply_ulp_delta<std::uint16_t>(c.base.back(), static_cast<std::uint16_t>((v >> 8) & 1 ? step : -step)));
+    }
+  }
+  return c;
+}
+
+}  // namespace
+
+// The class body's bytes, pinned (the golden patches, with random patterns, only reach the rice body): a change
+// here is a wire format change (FORMAT.md §7), and the GPU twin must produce these bytes too.
+TEST_CASE("entropy: the class body of a fixed weight-like chunk is pinned") {
+  for (auto mode : {value_mode::absolute, value_mode::ulp}) {
+    const auto c = pinned_chunk();
+    std::vector<std::uint16_t> coded;
+    const auto in = changes_of(c, mode, coded);
+    std::vector<unsigned char> out;
+    entropy::encode<std::uint16_t>(in, out);
+    REQUIRE(out[0] == entropy_params::tag_classes);
+    std::vector<std::uint32_t> pos;
+    std::vector<std::uint16_t> val;
+    REQUIRE(entropy::decode<std::uint16_t>(out, context_of(in), pos, val).ok());
+    CHECK(pos == c.positions);
+    CHECK(out.size() == (mode == value_mode::ulp ? 70u : 196u));
+    CHECK(stream_hash(out.data(), out.size(), 0) == (mode == value_mode::ulp ? 10517236371137008122ull : 154602863536907531ull));
+  }
+}
