@@ -14,7 +14,7 @@ command-line tool and the C++ API). docs/PYTHON.md has more.
 
 from ._errors import (BadMagic, BaseMismatch, Error, HeaderChecksum, IndexOutOfRange, InvalidArgument, IOFailure,
                       LayoutMismatch, Malformed, NonCanonical, PayloadChecksum, TargetMismatch, Truncated,
-                      UnsupportedVersion)
+                      Unsupported, UnsupportedVersion)
 from . import _core
 from ._codec import ENCODERS, VALUE_MODES, Patch, apply, checksum, diff, encoders, inspect, layout_of_patch
 from ._layout import Layout
@@ -28,5 +28,5 @@ __all__ = [
     "Layout", "Patch", "Publisher", "Subscriber", "generate_key_file", "diff", "apply", "inspect", "checksum", "layout_of_patch", "encoders", "ENCODERS",
     "VALUE_MODES", "FORMAT_VERSION", "Error", "InvalidArgument", "Truncated", "BadMagic", "UnsupportedVersion",
     "HeaderChecksum", "PayloadChecksum", "LayoutMismatch", "BaseMismatch", "TargetMismatch", "Malformed",
-    "IndexOutOfRange", "NonCanonical", "IOFailure",
+    "IndexOutOfRange", "NonCanonical", "IOFailure", "Unsupported",
 ]

@@ -92,6 +92,12 @@ class IOFailure(Error, OSError):
     code, reason = 13, "i/o error"
 
 
+class Unsupported(Error):
+    """Valid, but not decodable here: an encoder without a GPU decoder, on a GPU receiver."""
+
+    code, reason = 14, "unsupported here"
+
+
 _BY_CODE = {cls.code: cls for cls in Error.__subclasses__()}
 
 

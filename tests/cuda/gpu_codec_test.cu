@@ -560,6 +560,41 @@ TEST_CASE("GPU apply in place: frames of every encoder, mode and dtype; bucket b
   }
 }
 
+TEST_CASE("an encoder without a device twin (encoder_table's gpu column): GPU encode and GPU apply refuse it") {
+  std::mt19937_64 rng(5);
+  model_layout layout({{"w", dtype::bf16, {70000}}, {"b", dtype::bf16, {300}}});
+  host_model base(layout), target(layout);
+  fill_pair_any(dtype::bf16, base, target, rng, 0.02, false);
+  for (const auto& row : encoder_table) {
+    if (row.gpu) continue;
+    INFO("encoder " << row.name);
+    sc::encode_config cfg;
+    cfg.encoder = row.id;
+    const auto plans = fixed_bytes{1u << 20}.plan(layout, cfg.log2_chunk);
+    CHECK_THROWS_AS(static_cast<void>(sc::encode_plan(layout, plans[0], cfg)), sc::cuda_error);  // cudaErrorInvalidValue: valid_config
+    // Frames the host wrote with it: refused as unsupported, the weights left as they were.
+    patch_options po;
+    po.encode.mode = value_mode::ulp;
+    std::vector<unsigned char> patch;
+    visit_encoder(row.id, [&]<class E>(E) { patch = encode_patch<E>(layout, base.views(), target.views(), po); });
+    patch_prologue pro;
+    REQUIRE(parse_patch_prologue(patch, pro).ok());
+    bucket_header h;
+    REQUIRE(detail::read_bucket_header(std::span(patch).subspan(pro.bytes), h).ok());
+    REQUIRE(h.encoder == row.id);
+    device_bytes dpatch(patch);
+    device_model dm(base);
+    sc::apply_plan ap(layout);
+    ap.apply(dpatch.p + pro.bytes, static_cast<std::size_t>(h.total_bytes()), dm.d_ptrs);
+    const auto r = ap.result();
+    CHECK(r.status.code() == errc::unsupported);
+    CHECK_EQ(r.committed, 0u);
+    host_model got(layout);
+    dm.download(got);
+    CHECK(got.bytes == base.bytes);
+  }
+}
+
 TEST_CASE("GPU encode -> GPU apply round trip, and malformed frames are refused exactly when the host refuses") {
   std::mt19937_64 rng(2024);
   for (const dtype dtp : {dtype::bf16, dtype::f32, dtype::f8_e4m3}) {

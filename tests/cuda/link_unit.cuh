@@ -72,11 +72,12 @@ void instantiate_other_entry_points() {
 #endif
 }
 
-// Failures of the roundtrips, one per built-in encoder.
+// Failures of the roundtrips, one per built-in encoder with a device twin.
 int link_unit_failures() {
   instantiate_other_entry_points();
   int failures = 0;
-  for (const auto& row : sparsesync::encoder_table) failures += link_roundtrip(row.id) ? 0 : 1;
+  for (const auto& row : sparsesync::encoder_table)
+    if (row.gpu) failures += link_roundtrip(row.id) ? 0 : 1;
   return failures;
 }
 

@@ -22,22 +22,38 @@ struct encoder_row {
   encoder_id id;
   std::string_view name;   // the CLI's and the reports' name
   std::string_view alias;  // also accepted by parse_encoder_name ("" when none)
+  bool gpu;                // the CUDA codec has its device twin (cuda/detail/chunk_codec.cuh); GPU encode refuses an
+                           // encoder without one, and GPU apply refuses its frames (errc::unsupported)
 };
 
 // Rows in wire-id order; ids are dense from 1 (checked below), so a range check validates a wire byte.
 inline constexpr std::array<encoder_row, 5> encoder_table{{
-    {encoder_id::raw_index32, "raw", "raw_index32"},
-    {encoder_id::bitmap, "bitmap", ""},
-    {encoder_id::delta_varint, "varint", "delta_varint"},
-    {encoder_id::rice, "rice", ""},
-    {encoder_id::entropy, "entropy", ""},
+    {encoder_id::raw_index32, "raw", "raw_index32", true},
+    {encoder_id::bitmap, "bitmap", "", true},
+    {encoder_id::delta_varint, "varint", "delta_varint", true},
+    {encoder_id::rice, "rice", "", true},
+    {encoder_id::entropy, "entropy", "", false},  // host only so far: its device twin is not written yet
 }};
 
 // The largest wire id in use: a wire byte b names a built-in encoder iff 1 <= b <= max_encoder_id. A plain
 // constant, so device code (which cannot read host arrays) validates wire bytes with it too.
 inline constexpr std::uint8_t max_encoder_id = static_cast<std::uint8_t>(encoder_table.size());
 
+// The rows with a device twin come first: GPU code accepts wire ids 1..max_gpu_encoder_id.
+inline constexpr std::uint8_t max_gpu_encoder_id = [] {
+  std::uint8_t n = 0;
+  while (n < encoder_table.size() && encoder_table[n].gpu) ++n;
+  return n;
+}();
+
 namespace detail {
+consteval bool encoder_table_gpu_rows_first() {
+  for (std::size_t i = max_gpu_encoder_id; i < encoder_table.size(); ++i)
+    if (encoder_table[i].gpu) return false;
+  return true;
+}
+static_assert(encoder_table_gpu_rows_first(), "sparsesync: encoder_table rows with a device twin (gpu = true) must come first");
+
 consteval bool encoder_table_is_dense() {
   for (std::size_t i = 0; i < encoder_table.size(); ++i)
     if (static_cast<std::size_t>(encoder_table[i].id) != i + 1 || encoder_table[i].name.empty()) return false;

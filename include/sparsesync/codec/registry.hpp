@@ -81,8 +81,9 @@ template <class S>
 inline constexpr bool check_encoder_selection = detail::encoder_selection_diagnostics<S, true>::value;
 
 // The `auto` choice of the CLI: every built-in encoder, in the order that breaks ties (payloads depend on it).
-// entropy came last (format extension, FORMAT.md §3.6): where it does not win, payloads stay as before.
-using auto_encoder = best_of<rice, delta_varint, bitmap, raw_index32, entropy>;
+// Not entropy yet: GPU receivers cannot decode it (no device twin), and since it reads the base, best_of would
+// fully encode every bucket with it; take it by name (`--encoder entropy`, best_of<..., entropy>).
+using auto_encoder = best_of<rice, delta_varint, bitmap, raw_index32>;
 
 // Calls f(E{}) for the built-in encoder with wire id `id`; returns false for an unknown id.
 template <class F>

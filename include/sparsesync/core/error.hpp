@@ -26,6 +26,7 @@ enum class errc : int {
   index_out_of_range, // a change position lies outside its chunk
   non_canonical,      // a valid-looking encoding the encoder never produces (overlong varint, no-op change)
   io,                 // file or stream failure
+  unsupported,        // valid, but not decodable here (an encoder without a GPU decoder on a GPU receiver)
 };
 
 constexpr std::string_view to_string(errc e) noexcept {
@@ -44,6 +45,7 @@ constexpr std::string_view to_string(errc e) noexcept {
     case errc::index_out_of_range: return "index out of range";
     case errc::non_canonical: return "non-canonical encoding";
     case errc::io: return "i/o error";
+    case errc::unsupported: return "unsupported here";
   }
   return "unknown error";
 }

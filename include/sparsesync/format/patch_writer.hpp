@@ -164,12 +164,13 @@ SPARSESYNC_NS_END
   SPARSESYNC_DETAIL_ENCODE_INSTANTIATION(SPEC, rice)         \
   SPARSESYNC_DETAIL_ENCODE_INSTANTIATION(SPEC, delta_varint) \
   SPARSESYNC_DETAIL_ENCODE_INSTANTIATION(SPEC, bitmap)       \
-  SPARSESYNC_DETAIL_ENCODE_INSTANTIATION(SPEC, raw_index32)
+  SPARSESYNC_DETAIL_ENCODE_INSTANTIATION(SPEC, raw_index32) \
+  SPARSESYNC_DETAIL_ENCODE_INSTANTIATION(SPEC, entropy)
 
 SPARSESYNC_NS_BEGIN
 // A new built-in encoder still works without a line above (it is then instantiated where used); this keeps the
 // list complete so that the compiled part covers every run-time choice.
-static_assert(builtin_encoders::size == 4, "sparsesync: list the new encoder in SPARSESYNC_DETAIL_ENCODE_INSTANTIATIONS");
+static_assert(builtin_encoders::size == 5, "sparsesync: list the new encoder in SPARSESYNC_DETAIL_ENCODE_INSTANTIATIONS");
 #ifdef SPARSESYNC_COMPILED_LIBRARY
 SPARSESYNC_DETAIL_ENCODE_INSTANTIATIONS(extern)
 #endif

@@ -85,6 +85,7 @@ SPARSESYNC_DEVICE errc parse_header(const apply_params& p, bucket_info& I) {
   I.payload_cs = ld64(h + 64);
   if (!p.commit_phase && index != p.state->buckets) return errc::malformed;
   if (I.enc < 1 || I.enc > max_encoder_id) return errc::malformed;
+  if (I.enc > device_encoder_count) return errc::unsupported;  // a host-only encoder (encoder_table's gpu column)
   if (I.mode > 1) return errc::malformed;
   if (!is_valid(static_cast<sparsesync::dtype>(I.dtype))) return errc::malformed;
   if (I.log2_chunk < min_log2_chunk || I.log2_chunk > max_log2_chunk) return errc::malformed;

@@ -22,9 +22,9 @@ namespace detail {
 // (encode_kernels.cuh), valid_config and warp_encoder (dispatch_encode.cuh), max_frame_bytes (encode.cuh), the
 // decode kernels (apply_kernels.cuh).
 inline constexpr std::uint8_t device_encoder_count = 4;
-static_assert(device_encoder_count == max_encoder_id,
+static_assert(device_encoder_count == max_gpu_encoder_id,
               "sparsesync: encoder_table (codec/encoder_table.hpp) gained a row: give it its device twin at every site listed above cuda::detail::device_encoder_count "
-              "(cuda/detail/chunk_codec.cuh), then raise the count");
+              "(cuda/detail/chunk_codec.cuh), then raise the count (or mark the row gpu = false: GPU code then refuses it)");
 
 SPARSESYNC_HD unsigned varint_bytes(std::uint64_t v) {
   unsigned n = 1;

@@ -45,7 +45,8 @@ inline int exit_code_for(errc e) {
     case errc::payload_checksum:
     case errc::malformed:
     case errc::index_out_of_range:
-    case errc::non_canonical: return exit_bad_patch;
+    case errc::non_canonical:
+    case errc::unsupported: return exit_bad_patch;
   }
   return exit_internal;
 }
