@@ -59,13 +59,14 @@ run_ctest main "$build" --output-on-failure --timeout 900 -j "$(nproc)" "$@"
 # The Python package (import sparsesync), built into a virtual environment under build/, and its pytest suite.
 ./scripts/python_test.sh 2>&1 | tee "$logs/python.log"
 
-# The decoders of untrusted input, the sync engine and the CLI once more under AddressSanitizer and
-# UndefinedBehaviorSanitizer (host code; SPARSESYNC_SANITIZE=0 skips this). Only the programs it runs are built.
+# The decoders of untrusted input, the golden files, the sync engine and the CLI's file commands (diff, apply,
+# inspect) once more under AddressSanitizer and UndefinedBehaviorSanitizer (host code; SPARSESYNC_SANITIZE=0
+# skips this). Only the programs it runs are built.
 if [[ "${SPARSESYNC_SANITIZE:-1}" == 1 ]]; then
   asan=${build}-asan
   # -O1 (assertions stay on): the real-stream test takes minutes at -O0 under the sanitizers.
   cmake -S . -B "$asan" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DSPARSESYNC_ENABLE_CUDA=OFF -DSPARSESYNC_BUILD_BENCH=OFF \
-    -DSPARSESYNC_BUILD_EXAMPLES=OFF "-DCMAKE_CXX_FLAGS_DEBUG=-O1 -g" \
+    -DSPARSESYNC_BUILD_EXAMPLES=OFF -DSPARSESYNC_CLI_NET=OFF "-DCMAKE_CXX_FLAGS_DEBUG=-O1 -g" \
     "-DCMAKE_CXX_FLAGS=-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all"
   cmake --build "$asan" -j "$(nproc)" --target core_tests golden_tests real_stream_tests sync_tests safetensors_tests cli_tests sparsesync_cli
   run_ctest asan "$asan" --output-on-failure --timeout 900 -j "$(nproc)" -R "^(core_tests|golden_tests|real_stream_tests|sync_tests|safetensors_tests|cli_tests)$"
