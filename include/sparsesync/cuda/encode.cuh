@@ -65,12 +65,13 @@ inline std::uint64_t max_frame_bytes(const device_bucket& b, const encode_config
   const std::uint64_t nonempty = n < chunks ? n : chunks;
   const std::uint64_t vmax = cfg.mode == value_mode::absolute ? w : (8 * w + 6) / 7;
   std::uint64_t data = 0;
-  static_assert(detail::device_encoder_count == 4, "sparsesync: encoder_table (codec/encoder_table.hpp) gained a row: add its largest data size to max_frame_bytes");
+  static_assert(detail::device_encoder_count == 5, "sparsesync: encoder_table (codec/encoder_table.hpp) gained a row: add its largest data size to max_frame_bytes");
   switch (cfg.encoder) {
     case encoder_id::raw_index32: data = n * (4 + vmax); break;
     case encoder_id::bitmap: data = nonempty * ((chunk + 7) / 8) + n * vmax; break;
     case encoder_id::delta_varint: data = n * (5 + vmax); break;
     case encoder_id::rice: data = (n * (48 + 16 + 8 * w) + 7) / 8 + 3 * nonempty; break;
+    case encoder_id::entropy: data = (n * (48 + 16 + 8 * w) + 7) / 8 + 4 * nonempty; break;  // rice's + a tag byte
   }
   return detail::frame_bytes_of(b.segment_count, static_cast<std::uint32_t>(chunks), data);
 }
