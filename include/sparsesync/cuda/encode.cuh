@@ -47,7 +47,8 @@ cudaError_t encode_bucket_detect(void* d_temp, std::size_t& temp_bytes, const de
 }
 
 // The second half: writes the frame from the scratch that encode_bucket_detect left in d_temp. May be
-// repeated (with a larger output) after output_too_small without reading the weights again.
+// repeated (with a larger output) after output_too_small without reading the weights again, except for
+// entropy, which reads the base again (through the pointers given to detect): keep it unchanged until then.
 template <class Policy = default_policy>
 cudaError_t encode_bucket_write(void* d_temp, std::size_t temp_bytes, const device_bucket& bucket, unsigned char* d_out,
                                 std::size_t out_capacity, encode_result* d_result, const encode_config& cfg, cudaStream_t stream = nullptr) {
