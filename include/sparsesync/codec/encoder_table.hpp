@@ -32,7 +32,7 @@ inline constexpr std::array<encoder_row, 5> encoder_table{{
     {encoder_id::bitmap, "bitmap", "", true},
     {encoder_id::delta_varint, "varint", "delta_varint", true},
     {encoder_id::rice, "rice", "", true},
-    {encoder_id::entropy, "entropy", "", false},  // host only so far: its device twin is not written yet
+    {encoder_id::entropy, "entropy", "", true},
 }};
 
 // The largest wire id in use: a wire byte b names a built-in encoder iff 1 <= b <= max_encoder_id. A plain

@@ -126,18 +126,13 @@ inline unsigned entropy_best_k(const std::uint32_t* v, std::size_t n, unsigned m
   return best;
 }
 
-// Escape width of a gap within a group of n >= 2 elements: wide enough for any gap (at most n - 1).
-constexpr unsigned entropy_gap_raw_bits(std::uint32_t n) { return static_cast<unsigned>(std::bit_width(n - 1)); }
-
-// The largest gap parameter of a group of n >= 2 elements (the fitted one never exceeds the gaps' bit width),
-// and the width of its field.
-constexpr unsigned entropy_max_gap_k(std::uint32_t n) { return std::min(entropy_params::max_gap_k, entropy_gap_raw_bits(n)); }
-constexpr unsigned entropy_gap_k_bits(std::uint32_t n) { return static_cast<unsigned>(std::bit_width(entropy_max_gap_k(n))); }
-
-// A value parameter is sent in unary (k ones, then a zero unless k = W - 1): most are 0 or 1.
+// The field widths (shared with the device twin: entropy_params.hpp).
+constexpr unsigned entropy_gap_raw_bits(std::uint32_t n) { return entropy_params::gap_raw_bits(n); }
+constexpr unsigned entropy_max_gap_k(std::uint32_t n) { return entropy_params::max_gap_k_of(n); }
+constexpr unsigned entropy_gap_k_bits(std::uint32_t n) { return entropy_params::gap_k_bits(n); }
 template <element_word W>
 constexpr unsigned entropy_value_k_bits(unsigned k) {
-  return k + (k < 8 * sizeof(W) - 1 ? 1 : 0);
+  return entropy_params::value_k_bits<W>(k);
 }
 
 // Everything the class body of a chunk says, from its changes (the fitting rules of FORMAT.md).
@@ -153,10 +148,7 @@ struct entropy_class_plan {
   [[nodiscard]] std::size_t bytes() const { return 1 + static_cast<std::size_t>((bits + 7) / 8); }
 };
 
-// Bits of a group's change count field: counts are at most min(group size, changes not yet assigned).
-constexpr unsigned entropy_count_bits(std::uint32_t size, std::uint32_t remaining) {
-  return static_cast<unsigned>(std::bit_width(std::min(size, remaining)));
-}
+constexpr unsigned entropy_count_bits(std::uint32_t size, std::uint32_t remaining) { return entropy_params::count_bits(size, remaining); }
 
 template <element_word W>
 void entropy_fit(entropy_class_plan& p, value_mode mode, std::span<const W> values, const std::uint32_t* rank) {

@@ -5,6 +5,7 @@
 #include <sparsesync/core/config.hpp>
 #include <sparsesync/core/dtype.hpp>
 
+#include <bit>
 #include <cstdint>
 
 SPARSESYNC_NS_BEGIN
@@ -30,6 +31,31 @@ inline constexpr unsigned class_count = sizeof(W) == 1 ? 32 : 256;
 template <element_word W>
 SPARSESYNC_HD constexpr unsigned class_of(W bits) {
   return static_cast<unsigned>(bits >> class_shift<W>) & (class_count<W> - 1);
+}
+
+// The field widths of a class body (FORMAT.md 3.4.1), as host/device code: the device twin
+// (cuda/detail/entropy_codec.cuh) must size every field exactly as the host codec does.
+SPARSESYNC_HD constexpr unsigned bit_width(std::uint32_t v) {
+#ifdef __CUDA_ARCH__
+  return 32u - static_cast<unsigned>(__clz(v));
+#else
+  return static_cast<unsigned>(std::bit_width(v));
+#endif
+}
+
+// Escape width of a gap within a group of n >= 2 elements: wide enough for any gap (at most n - 1).
+SPARSESYNC_HD constexpr unsigned gap_raw_bits(std::uint32_t n) { return bit_width(n - 1); }
+// The largest gap parameter of a group of n >= 2 elements, and the width of its field.
+SPARSESYNC_HD constexpr unsigned max_gap_k_of(std::uint32_t n) { return gap_raw_bits(n) < max_gap_k ? gap_raw_bits(n) : max_gap_k; }
+SPARSESYNC_HD constexpr unsigned gap_k_bits(std::uint32_t n) { return bit_width(max_gap_k_of(n)); }
+// A value parameter is sent in unary (k ones, then a zero unless k = W - 1).
+template <element_word W>
+SPARSESYNC_HD constexpr unsigned value_k_bits(unsigned k) {
+  return k + (k < 8 * sizeof(W) - 1 ? 1 : 0);
+}
+// Bits of a group's change count field: counts are at most min(group size, changes not yet assigned).
+SPARSESYNC_HD constexpr unsigned count_bits(std::uint32_t size, std::uint32_t remaining) {
+  return bit_width(size < remaining ? size : remaining);
 }
 
 }  // namespace entropy_params

@@ -47,7 +47,8 @@ cudaError_t encode_bucket_detect(void* d_temp, std::size_t& temp_bytes, const de
 }
 
 // The second half: writes the frame from the scratch that encode_bucket_detect left in d_temp. May be
-// repeated (with a larger output) after output_too_small without reading the weights again.
+// repeated (with a larger output) after output_too_small without reading the weights again, except for
+// entropy, which reads the base again (through the pointers given to detect): keep it unchanged until then.
 template <class Policy = default_policy>
 cudaError_t encode_bucket_write(void* d_temp, std::size_t temp_bytes, const device_bucket& bucket, unsigned char* d_out,
                                 std::size_t out_capacity, encode_result* d_result, const encode_config& cfg, cudaStream_t stream = nullptr) {
@@ -65,12 +66,13 @@ inline std::uint64_t max_frame_bytes(const device_bucket& b, const encode_config
   const std::uint64_t nonempty = n < chunks ? n : chunks;
   const std::uint64_t vmax = cfg.mode == value_mode::absolute ? w : (8 * w + 6) / 7;
   std::uint64_t data = 0;
-  static_assert(detail::device_encoder_count == 4, "sparsesync: encoder_table (codec/encoder_table.hpp) gained a row: add its largest data size to max_frame_bytes");
+  static_assert(detail::device_encoder_count == 5, "sparsesync: encoder_table (codec/encoder_table.hpp) gained a row: add its largest data size to max_frame_bytes");
   switch (cfg.encoder) {
     case encoder_id::raw_index32: data = n * (4 + vmax); break;
     case encoder_id::bitmap: data = nonempty * ((chunk + 7) / 8) + n * vmax; break;
     case encoder_id::delta_varint: data = n * (5 + vmax); break;
     case encoder_id::rice: data = (n * (48 + 16 + 8 * w) + 7) / 8 + 3 * nonempty; break;
+    case encoder_id::entropy: data = (n * (48 + 16 + 8 * w) + 7) / 8 + 4 * nonempty; break;  // rice's + a tag byte
   }
   return detail::frame_bytes_of(b.segment_count, static_cast<std::uint32_t>(chunks), data);
 }

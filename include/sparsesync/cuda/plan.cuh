@@ -281,13 +281,14 @@ class apply_plan {
     apply_sized(d_frame, frame_bytes, d_model);
   }
   // As apply(), and rollback() can then restore every element written since begin(). A ULP-coded frame
-  // needs no extra memory (the rollback decodes it again and steps back); an absolute-coded one keeps its own
-  // staging with the old bits until begin() (8 bytes per change, 12 for 4-byte dtypes). The frames must
+  // needs no extra memory (the rollback decodes it again and steps back); an absolute-coded one, and an entropy
+  // one (its decode reads classes from the old weights, which the commit changed), keeps its own staging with the
+  // old bits until begin() (8 bytes per change, 12 for 4-byte dtypes). The frames must
   // keep their bytes until begin() (see frames_moved()).
   void apply_undoable(const unsigned char* d_frame, std::size_t frame_bytes, void* const* d_model) {
     if (committed_ != verified_) throw error(errc::invalid_argument, "apply_plan: apply_undoable after an uncommitted verify");
     size_staging(d_frame, frame_bytes);
-    if (frame_mode_ == value_mode::ulp) {
+    if (frame_mode_ == value_mode::ulp && frame_encoder_ != static_cast<unsigned char>(encoder_id::entropy)) {
       apply_sized(d_frame, frame_bytes, d_model);
       undo_log_.push_back({d_frame, frame_bytes, no_kept});
     } else {
@@ -418,6 +419,7 @@ class apply_plan {
     throw_on_cuda_error(cudaStreamSynchronize(stream_), "read frame counts");
     // Untrusted like the counts: a frame whose header lies is refused by the device before anything is written.
     frame_mode_ = hm[1] == static_cast<unsigned char>(value_mode::ulp) ? value_mode::ulp : value_mode::absolute;
+    frame_encoder_ = hm[0];
     const unsigned char* h = hm + 16;
     const std::uint64_t changed = std::min<std::uint64_t>({::sparsesync::detail::load_le<std::uint64_t>(h), 8ull * frame_bytes,
                                                            layout_.view().total_numel});
@@ -442,6 +444,7 @@ class apply_plan {
   std::vector<undo_entry> undo_log_;  // buckets given to apply_undoable() since begin(), in order
   device_buffer undo_state_;         // a clean apply_state for undo_bucket_by_redecode
   value_mode frame_mode_ = value_mode::absolute;  // of the frame size_staging() read last
+  unsigned char frame_encoder_ = 0;                // its encoder's wire id
   std::uint64_t known_ = 0;
 };
 

@@ -7,6 +7,7 @@
 #include <sparsesync/core/little_endian.hpp>
 #include <sparsesync/cuda/detail/chunk_codec.cuh>
 #include <sparsesync/cuda/detail/detect.cuh>
+#include <sparsesync/cuda/detail/entropy_codec.cuh>
 #include <sparsesync/cuda/detail/warp_decode.cuh>
 #include <sparsesync/cuda/types.cuh>
 #include <sparsesync/format/wire.hpp>
@@ -221,7 +222,7 @@ struct stage_loader {
 inline constexpr int decode_threads = 128;
 inline constexpr int process_threads = 256;
 
-static_assert(device_encoder_count == 4,
+static_assert(device_encoder_count == 5,
               "sparsesync: encoder_table (codec/encoder_table.hpp) gained a row: decode it in warp_decode_chunks (byte-aligned) or in apply_rice_kernel (sequential)");
 
 // Pass 1a, a warp per chunk: the chunk's payload checksum share (verify only) and, for raw_index32, bitmap
@@ -259,7 +260,7 @@ SPARSESYNC_DEVICE void warp_decode_chunks(const apply_params& p, const bucket_in
       if (lane == 0) fail(&p.info->decode_status, errc::malformed);
       continue;
     }
-    if (enc == encoder_id::rice) continue;  // sequential: apply_rice_kernel
+    if (enc == encoder_id::rice || enc == encoder_id::entropy) continue;  // sequential: apply_rice_kernel, apply_entropy_kernel
     const errc e = warp_decode_chunk<W>(enc, mode, data, bytes, numel_c, n, p.stage_pos + at, p.stage_val + at);
     if (e != errc::ok && lane == 0) fail(&p.info->decode_status, e);
   }
@@ -340,6 +341,43 @@ SPARSESYNC_KERNEL void __launch_bounds__(decode_threads) apply_rice_kernel(apply
   }
 }
 
+// Pass 1b for entropy, a thread per chunk: decodes against the chunk's base, the receiver's weights as they are
+// before this bucket's commit (every decode pass runs before its commit pass; a re-decode after the commit is
+// refused, see process_pass::undo_ulp).
+template <class W>
+SPARSESYNC_DEVICE void entropy_decode_chunks(const apply_params& p, const bucket_info& I) {
+  const auto mode = static_cast<value_mode>(I.mode);
+  const unsigned char* table = p.frame + I.table_off;
+  const unsigned char* data0 = p.frame + I.data_off;
+  const unsigned char* frame_end = p.frame + p.frame_bytes;
+  const std::uint64_t stride = std::uint64_t{gridDim.x} * blockDim.x;
+  for (std::uint64_t c = std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x; c < I.C; c += stride) {
+    const std::uint64_t entry = ld64(table + chunk_entry_bytes * c);
+    const auto n = static_cast<std::uint32_t>(entry);
+    const auto bytes = static_cast<std::uint32_t>(entry >> 32);
+    const std::uint32_t numel_c = chunk_len(I.N, I.log2_chunk, c);
+    const std::uint64_t off = p.chunk_off[c];
+    const std::uint64_t at = p.change_off[c];
+    const std::uint64_t slots = (std::uint64_t{n} + 3) & ~std::uint64_t{3};
+    if (off > I.D || bytes > I.D - off || n > numel_c || at > p.stage_cap || slots > p.stage_cap - at) continue;  // reported by pass 1a
+    const base_walker<W> base(p.segs, I.S, c << I.log2_chunk);
+    const errc e = entropy_decode_chunk<W>(mode, data0 + off, bytes, numel_c, n, base, p.frame, frame_end, p.stage_pos + at, p.stage_val + at);
+    if (e != errc::ok) fail(&p.info->decode_status, e);
+  }
+}
+
+template <class P>
+SPARSESYNC_KERNEL void __launch_bounds__(decode_threads) apply_entropy_kernel(apply_params p) {
+  const bucket_info& I = *p.info;
+  if (I.status != 0 || static_cast<encoder_id>(I.enc) != encoder_id::entropy) return;
+  if (p.commit_phase && p.state->status != 0) return;
+  switch (size_of(static_cast<sparsesync::dtype>(I.dtype))) {
+    case 1: entropy_decode_chunks<std::uint8_t>(p, I); break;
+    case 2: entropy_decode_chunks<std::uint16_t>(p, I); break;
+    default: entropy_decode_chunks<std::uint32_t>(p, I); break;
+  }
+}
+
 // Passes 2 and 3, a block per chunk over its staged changes, thread j on change j: consecutive threads touch
 // neighbouring elements. Verify: old values, no-op check, checksum deltas, and the new bit patterns replace
 // the coded values in the staging list (the old ones kept beside them). Commit: those new bit patterns are
@@ -416,7 +454,9 @@ SPARSESYNC_KERNEL void __launch_bounds__(process_threads) apply_process_kernel(a
     if (!I.written) return;
   }
   if constexpr (Pass == process_pass::undo_ulp) {
-    if (static_cast<value_mode>(I.mode) != value_mode::ulp) {  // (the caller checked; never step by absolute values)
+    // (The caller checked: never step by absolute values, nor by an entropy bucket's, whose decode read the
+    // classes from weights the commit has since changed.)
+    if (static_cast<value_mode>(I.mode) != value_mode::ulp || static_cast<encoder_id>(I.enc) == encoder_id::entropy) {
       fail(&p.info->decode_status, errc::invalid_argument);
       return;
     }

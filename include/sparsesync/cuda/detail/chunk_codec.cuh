@@ -1,6 +1,7 @@
 // One chunk's data, encoded and decoded by one device thread: the device twins of codec/raw_index32.hpp,
-// bitmap.hpp, delta_varint.hpp, rice.hpp and values.hpp. The host codecs are the specification; these
-// functions produce the same bytes and accept exactly the same byte strings (the GPU tests check both).
+// bitmap.hpp, delta_varint.hpp, rice.hpp and values.hpp (entropy.hpp's twin, which reads the chunk's base, is in
+// entropy_codec.cuh and builds on these). The host codecs are the specification; these functions produce the
+// same bytes and accept exactly the same byte strings (the GPU tests check both).
 #pragma once
 
 #include <sparsesync/codec/encoder.hpp>
@@ -20,8 +21,8 @@ namespace detail {
 // there), so that no site sends a new id down another encoder's branch: chunk_data_size, encode_chunk and
 // chunk_decoder (this file), warp_decode_chunk (warp_decode.cuh), the warp size and write kernels
 // (encode_kernels.cuh), valid_config and warp_encoder (dispatch_encode.cuh), max_frame_bytes (encode.cuh), the
-// decode kernels (apply_kernels.cuh).
-inline constexpr std::uint8_t device_encoder_count = 4;
+// decode kernels (apply_kernels.cuh). entropy (id 5) is coded by entropy_codec.cuh in kernels of its own.
+inline constexpr std::uint8_t device_encoder_count = 5;
 static_assert(device_encoder_count == max_gpu_encoder_id,
               "sparsesync: encoder_table (codec/encoder_table.hpp) gained a row: give it its device twin at every site listed above cuda::detail::device_encoder_count "
               "(cuda/detail/chunk_codec.cuh), then raise the count (or mark the row gpu = false: GPU code then refuses it)");
@@ -47,7 +48,8 @@ struct chunk_plan {
 template <class W, class Src>
 SPARSESYNC_DEVICE std::uint64_t chunk_data_size(encoder_id enc, value_mode mode, std::uint32_t numel, std::uint32_t n, Src& src,
                                                 chunk_plan& plan) {
-  static_assert(device_encoder_count == 4, "sparsesync: encoder_table (codec/encoder_table.hpp) gained a row: add its data size to chunk_data_size");
+  // (entropy: entropy_chunk_size, which calls this for rice's size)
+  static_assert(device_encoder_count == 5, "sparsesync: encoder_table (codec/encoder_table.hpp) gained a row: add its data size to chunk_data_size");
   constexpr unsigned wbits = 8 * sizeof(W);
   plan.changes = n;
   plan.k_gap = 0;
@@ -145,7 +147,7 @@ SPARSESYNC_DEVICE void rice_put(Writer& w, std::uint32_t v, unsigned k, unsigned
 // Writes a chunk's data (n > 0) in the layout of FORMAT.md 3.4.
 template <class W, class Writer, class Src>
 SPARSESYNC_DEVICE void encode_chunk(encoder_id enc, value_mode mode, std::uint32_t numel, const chunk_plan& plan, Src& src, Writer& w) {
-  static_assert(device_encoder_count == 4, "sparsesync: encoder_table (codec/encoder_table.hpp) gained a row: add its writer to encode_chunk");
+  static_assert(device_encoder_count == 5, "sparsesync: encoder_table (codec/encoder_table.hpp) gained a row: add its writer to encode_chunk");
   constexpr unsigned wbits = 8 * sizeof(W);
   switch (enc) {
     case encoder_id::raw_index32:
@@ -206,6 +208,7 @@ SPARSESYNC_DEVICE void encode_chunk(encoder_id enc, value_mode mode, std::uint32
       }
       break;
     }
+    case encoder_id::entropy: break;  // entropy_chunk_write (entropy_codec.cuh), which needs the base
   }
 }
 
@@ -214,7 +217,8 @@ SPARSESYNC_DEVICE void encode_chunk(encoder_id enc, value_mode mode, std::uint32
 // interpreted; whole 16-byte blocks are loaded only inside [lo, hi), the allocation holding it (e.g. the frame).
 template <class W>
 class chunk_decoder {
-  static_assert(device_encoder_count == 4, "sparsesync: encoder_table (codec/encoder_table.hpp) gained a row: add its decoder to chunk_decoder (init, next, finish, read_value)");
+  // (entropy: entropy_decode_chunk, which reads the base and uses this class for its rice body)
+  static_assert(device_encoder_count == 5, "sparsesync: encoder_table (codec/encoder_table.hpp) gained a row: add its decoder to chunk_decoder (init, next, finish, read_value)");
 
  public:
   SPARSESYNC_DEVICE chunk_decoder(encoder_id enc, value_mode mode, const unsigned char* data, std::uint32_t len,
@@ -276,6 +280,7 @@ class chunk_decoder {
         if (bits % 8) vr_.get(static_cast<unsigned>(bits % 8));
         return errc::ok;
       }
+      case encoder_id::entropy: return errc::unsupported;  // (entropy_decode_chunk)
     }
     return errc::malformed;
   }
@@ -313,6 +318,7 @@ class chunk_decoder {
         if (p >= numel_) return errc::index_out_of_range;
         break;
       }
+      case encoder_id::entropy: return errc::unsupported;  // (never: init refused it)
     }
     pos = static_cast<std::uint32_t>(p);
     next_ = p + 1;

@@ -98,6 +98,8 @@ cudaError_t dispatch_apply(void* d_temp, std::size_t& temp_bytes, const device_l
     SPARSESYNC_CUDA_LAUNCH_CHECK(stream);
     apply_rice_kernel<P><<<decode_blocks, decode_threads, 0, stream>>>(p);
     SPARSESYNC_CUDA_LAUNCH_CHECK(stream);
+    apply_entropy_kernel<P><<<decode_blocks, decode_threads, 0, stream>>>(p);
+    SPARSESYNC_CUDA_LAUNCH_CHECK(stream);
     if (phase == apply_phase::undo_by_redecode) {  // the coded deltas, stepped back; no verdict
       apply_process_kernel<process_pass::undo_ulp><<<process_blocks, process_threads, 0, stream>>>(p);
       SPARSESYNC_CUDA_LAUNCH_CHECK(stream);

@@ -27,6 +27,7 @@ struct encode_layout {
   std::uint64_t* chunk_off = nullptr;
   std::uint64_t* scan_partials = nullptr;
   resolved_segment* resolved = nullptr;
+  std::uint32_t* aux = nullptr;  // entropy only: a word per change slot
   std::size_t bytes = 0;
 };
 
@@ -51,11 +52,12 @@ encode_layout carve_encode(void* d_temp, const device_bucket& b, const encode_co
   l.chunk_off = t.take<std::uint64_t>(l.chunk_count);
   l.scan_partials = t.take<std::uint64_t>(scan_partials_words);
   l.resolved = t.take<resolved_segment>(b.segment_count);
+  l.aux = t.take<std::uint32_t>(cfg.encoder == encoder_id::entropy ? cfg.max_changes : 0);
   l.bytes = t.bytes();
   return l;
 }
 
-static_assert(device_encoder_count == 4, "sparsesync: encoder_table (codec/encoder_table.hpp) gained a row: check valid_config and warp_encoder");
+static_assert(device_encoder_count == 5, "sparsesync: encoder_table (codec/encoder_table.hpp) gained a row: check valid_config and warp_encoder");
 
 inline bool valid_config(const device_bucket& b, const encode_config& cfg) {
   if (!is_valid(b.dtype) || b.numel == 0 || b.segment_count == 0 || b.segments == nullptr) return false;
@@ -66,8 +68,9 @@ inline bool valid_config(const device_bucket& b, const encode_config& cfg) {
   return chunks <= 0xFFFFFFFFull;
 }
 
-// raw_index32, delta_varint and bitmap are written a warp per chunk; rice (a sequential bit code) a thread per chunk.
-inline bool warp_encoder(encoder_id e) { return e != encoder_id::rice; }
+// raw_index32, delta_varint and bitmap are written a warp per chunk; rice and entropy (sequential bit codes) a
+// thread per chunk.
+inline bool warp_encoder(encoder_id e) { return e != encoder_id::rice && e != encoder_id::entropy; }
 
 struct sum_loader {
   const std::uint64_t* v;
@@ -86,7 +89,7 @@ cudaError_t encode_detect(const encode_layout& l, const device_bucket& b, const 
                    l.tile_off, l.tile_cnt, &l.ctr->allocated, l.ctr->base, l.ctr->delta};
   chunk_pass_params cp{b.numel,       static_cast<std::uint32_t>(l.chunk_count), cfg.log2_chunk, l.tile_log2, l.num_tiles, cfg.encoder,
                        cfg.mode,      l.pos, l.val, l.tile_off, l.tile_cnt, cfg.max_changes, l.plans, l.chunk_bytes, l.chunk_off,
-                       l.ctr,         nullptr, 0, b.segment_count};
+                       l.ctr,         nullptr, 0, b.segment_count, l.resolved, l.aux};
   const unsigned grid = static_cast<unsigned>(l.num_tiles);
   const unsigned chunk_grid = static_cast<unsigned>((l.chunk_count + P::chunk_threads - 1) / P::chunk_threads);
   const unsigned warp_grid = static_cast<unsigned>((l.chunk_count * 32 + P::chunk_threads - 1) / P::chunk_threads);
@@ -100,6 +103,8 @@ cudaError_t encode_detect(const encode_layout& l, const device_bucket& b, const 
     SPARSESYNC_CUDA_LAUNCH_CHECK(stream);
     if (warp_encoder(cfg.encoder))
       warp_size_kernel<W, P><<<warp_grid, P::chunk_threads, 0, stream>>>(cp);
+    else if (cfg.encoder == encoder_id::entropy)
+      chunk_size_kernel<W, P, true><<<chunk_grid, P::chunk_threads, 0, stream>>>(cp);
     else
       chunk_size_kernel<W, P><<<chunk_grid, P::chunk_threads, 0, stream>>>(cp);
     SPARSESYNC_CUDA_LAUNCH_CHECK(stream);
@@ -124,12 +129,14 @@ cudaError_t encode_write(const encode_layout& l, const device_bucket& b, unsigne
   SPARSESYNC_CUDA_TRY(cudaMemsetAsync(l.ctr->payload, 0, sizeof(l.ctr->payload) + 2 * sizeof(std::int32_t), stream));
   chunk_pass_params cp{b.numel,       static_cast<std::uint32_t>(l.chunk_count), cfg.log2_chunk, l.tile_log2, l.num_tiles, cfg.encoder,
                        cfg.mode,      l.pos, l.val, l.tile_off, l.tile_cnt, cfg.max_changes, l.plans, l.chunk_bytes, l.chunk_off,
-                       l.ctr,         d_out, out_capacity, b.segment_count};
+                       l.ctr,         d_out, out_capacity, b.segment_count, l.resolved, l.aux};
   const unsigned chunk_grid = static_cast<unsigned>((l.chunk_count + P::chunk_threads - 1) / P::chunk_threads);
   const unsigned warp_grid = static_cast<unsigned>((l.chunk_count * 32 + P::chunk_threads - 1) / P::chunk_threads);
   cudaError_t err = visit_width(l.w, [&]<class W>() -> cudaError_t {
     if (warp_encoder(cfg.encoder))
       warp_write_kernel<W, P><<<warp_grid, P::chunk_threads, 0, stream>>>(cp);
+    else if (cfg.encoder == encoder_id::entropy)
+      chunk_write_kernel<W, P, true><<<chunk_grid, P::chunk_threads, 0, stream>>>(cp);
     else
       chunk_write_kernel<W, P><<<chunk_grid, P::chunk_threads, 0, stream>>>(cp);
     SPARSESYNC_CUDA_LAUNCH_CHECK(stream);

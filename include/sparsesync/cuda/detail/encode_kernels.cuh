@@ -1,5 +1,5 @@
 // The GPU encoder's kernels after change detection (detect.cuh): per-chunk size and write passes (a warp per
-// chunk for the byte-aligned encoders, a thread per chunk for rice) and the finalize pass that writes the
+// chunk for the byte-aligned encoders, a thread per chunk for rice and entropy) and the finalize pass that writes the
 // segment table and the bucket header. The pipeline is described in cuda/encode.cuh; launched by
 // dispatch_encode.cuh.
 #pragma once
@@ -7,6 +7,7 @@
 #include <sparsesync/codec/encoder.hpp>
 #include <sparsesync/cuda/detail/chunk_codec.cuh>
 #include <sparsesync/cuda/detail/detect.cuh>
+#include <sparsesync/cuda/detail/entropy_codec.cuh>
 #include <sparsesync/cuda/detail/warp_decode.cuh>
 #include <sparsesync/cuda/types.cuh>
 #include <sparsesync/format/wire.hpp>
@@ -86,6 +87,17 @@ struct compact_source {
       off = next_off;
     }
   }
+
+  // As for_each, one change at a time, with its scratch slot (entropy keeps a word per change beside it).
+  template <class F>
+  SPARSESYNC_DEVICE void for_each_slot(F&& f) const {
+    for (std::uint64_t t = t0; t < t1; ++t) {
+      const std::uint32_t cnt = tile_cnt[t];
+      const std::uint64_t off = tile_off[t];
+      const std::uint32_t base = static_cast<std::uint32_t>(t - t0) << tile_log2;
+      for (std::uint32_t i = 0; i < cnt; ++i) f(base + pos[off + i], val[off + i], off + i);
+    }
+  }
 };
 
 struct encode_counters {
@@ -120,6 +132,8 @@ struct chunk_pass_params {
   unsigned char* out;
   std::uint64_t out_capacity;
   std::uint32_t segment_count;
+  const resolved_segment* segs;  // entropy: the base, read again by the size and write passes
+  std::uint32_t* aux;            // entropy: a word per change slot (group << 24 | rank), filled by the size pass
 };
 
 template <class W>
@@ -136,15 +150,26 @@ SPARSESYNC_DEVICE std::uint32_t chunk_numel(std::uint64_t numel, unsigned log2_c
   return static_cast<std::uint32_t>(numel - first < size ? numel - first : size);
 }
 
-template <class W, class P>
+template <class W>
+SPARSESYNC_DEVICE base_walker<W> chunk_base(const chunk_pass_params& p, std::uint32_t c) {
+  return base_walker<W>(p.segs, p.segment_count, std::uint64_t{c} << p.log2_chunk);
+}
+
+// Entropy: the thread-per-chunk passes with entropy_codec.cuh's functions (their per-group tables kept out of
+// rice's kernels).
+template <class W, class P, bool Entropy = false>
 SPARSESYNC_KERNEL void __launch_bounds__(P::chunk_threads) chunk_size_kernel(chunk_pass_params p) {
   const std::uint32_t c = blockIdx.x * blockDim.x + threadIdx.x;
   if (c >= p.chunk_count || p.ctr->allocated > p.capacity) return;
-  const auto src = chunk_source<W>(p, c);
+  auto src = chunk_source<W>(p, c);
   std::uint32_t n = 0;
   for (std::uint64_t t = src.t0; t < src.t1; ++t) n += p.tile_cnt[t];
   chunk_plan plan;
-  p.chunk_bytes[c] = chunk_data_size<W>(p.enc, p.mode, chunk_numel(p.numel, p.log2_chunk, c), n, src, plan);
+  const std::uint32_t numel_c = chunk_numel(p.numel, p.log2_chunk, c);
+  if constexpr (Entropy)
+    p.chunk_bytes[c] = entropy_chunk_size<W>(p.mode, numel_c, n, src, chunk_base<W>(p, c), p.aux, plan);
+  else
+    p.chunk_bytes[c] = chunk_data_size<W>(p.enc, p.mode, numel_c, n, src, plan);
   p.plans[c] = plan;
   if (n) atomicAdd(reinterpret_cast<unsigned long long*>(p.ctr->changed + c % hash_slots), static_cast<unsigned long long>(n));
 }
@@ -153,7 +178,7 @@ SPARSESYNC_HD std::uint64_t frame_bytes_of(std::uint32_t segments, std::uint32_t
   return bucket_header_bytes + segment_entry_bytes * std::uint64_t{segments} + chunk_entry_bytes * std::uint64_t{chunks} + data;
 }
 
-template <class W, class P>
+template <class W, class P, bool Entropy = false>
 SPARSESYNC_KERNEL void __launch_bounds__(P::chunk_threads) chunk_write_kernel(chunk_pass_params p) {
   const std::uint32_t c = blockIdx.x * blockDim.x + threadIdx.x;
   if (c >= p.chunk_count || p.ctr->allocated > p.capacity) return;
@@ -168,7 +193,10 @@ SPARSESYNC_KERNEL void __launch_bounds__(P::chunk_threads) chunk_write_kernel(ch
   if (plan.changes) {
     const auto src = chunk_source<W>(p, c);
     chunk_writer<true, true> w(data + p.chunk_off[c], bytes, c, entry);
-    encode_chunk<W>(p.enc, p.mode, chunk_numel(p.numel, p.log2_chunk, c), plan, src, w);
+    if constexpr (Entropy)
+      entropy_chunk_write<W>(p.mode, chunk_numel(p.numel, p.log2_chunk, c), plan, src, chunk_base<W>(p, c), p.aux, w);
+    else
+      encode_chunk<W>(p.enc, p.mode, chunk_numel(p.numel, p.log2_chunk, c), plan, src, w);
     if (!w.finish()) atomicExch(&p.ctr->error, 1);
     digest = w.digest();
   } else {
@@ -180,7 +208,7 @@ SPARSESYNC_KERNEL void __launch_bounds__(P::chunk_threads) chunk_write_kernel(ch
 }
 
 // ---- warp-per-chunk size and write passes for raw_index32, delta_varint and bitmap ----
-static_assert(device_encoder_count == 4,
+static_assert(device_encoder_count == 5,
               "sparsesync: encoder_table (codec/encoder_table.hpp) gained a row: give it warp-per-chunk size and write passes here, or send it to the thread-per-chunk kernels (warp_encoder)");
 // Lanes take consecutive changes; byte offsets come from warp scans of per-change byte counts, so each lane
 // writes its own bytes (no two lanes share a byte; bitmap bits that share a byte are merged first), then the

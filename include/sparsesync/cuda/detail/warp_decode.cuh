@@ -118,7 +118,7 @@ SPARSESYNC_DEVICE errc warp_varints(const unsigned char* data, std::uint64_t len
 template <class W>
 SPARSESYNC_DEVICE errc warp_decode_chunk(encoder_id enc, value_mode mode, const unsigned char* data, std::uint64_t len,
                                          std::uint32_t numel, std::uint32_t n, std::uint32_t* spos, std::uint32_t* sval) {
-  static_assert(device_encoder_count == 4,
+  static_assert(device_encoder_count == 5,
                 "sparsesync: encoder_table (codec/encoder_table.hpp) gained a row: decode it here if it is byte-aligned (and leave it out of apply_rice_kernel), or in apply_rice_kernel");
   const unsigned lane = lane_id();
   if (n == 0) return len == 0 ? errc::ok : errc::malformed;

@@ -1,0 +1,524 @@
+// The device twin of codec/entropy.hpp (the specification; FORMAT.md 3.4.1): one chunk encoded or decoded
+// by one thread, as rice is. The classes come from the chunk's base elements, read through the resolved
+// segments: on encode the base tensors, on apply the receiver's weights before anything is written (the decode
+// passes run before the commit pass; a rollback cannot re-decode an entropy bucket, whose classes the commit
+// changed, so such buckets keep their verify staging: plan.cuh).
+//
+// Per chunk the thread keeps ~3 KB of per-group tables in local memory, so these functions live in their own
+// kernels (encode_kernels.cuh, apply_kernels.cuh) and do not weigh on rice's. Each change's (group, rank) is
+// kept beside it in scratch (the encoder's aux array; the apply's staging slot, 8 + 24 bits), and each
+// group's parameters are fitted by a pass over the chunk's changes: O(groups x changes) per chunk.
+#pragma once
+
+#include <sparsesync/codec/entropy_params.hpp>
+#include <sparsesync/codec/rice_params.hpp>
+#include <sparsesync/cuda/detail/chunk_codec.cuh>
+#include <sparsesync/cuda/types.cuh>
+
+SPARSESYNC_NS_BEGIN
+namespace cuda {
+namespace detail {
+
+inline constexpr unsigned entropy_rank_bits = 24;  // ranks and positions are below 2^max_log2_chunk
+static_assert(max_log2_chunk <= entropy_rank_bits, "sparsesync: entropy packs a group and a rank into 32 bits");
+inline constexpr std::uint32_t entropy_rank_mask = (1u << entropy_rank_bits) - 1;
+
+// Reads a chunk's base elements in order from the resolved segments (a = base on encode, model on apply).
+// An element outside every segment (never, for a validated bucket) reads as 0 instead of out of bounds.
+template <class W>
+class base_walker {
+ public:
+  SPARSESYNC_DEVICE base_walker(const resolved_segment* segs, std::uint32_t count, std::uint64_t first)
+      : segs_(segs), count_(count), e_(first) {
+    s_ = count ? find_segment(segs, 0, count, first) : 0;
+    load();
+  }
+
+  SPARSESYNC_DEVICE W next() {
+    if (e_ >= end_ && s_ + 1 < count_) {
+      while (s_ + 1 < count_ && e_ >= segs_[s_].bucket_first + segs_[s_].count) ++s_;
+      load();
+    }
+    const W v = ptr_ != nullptr && e_ >= first_ && e_ < end_ ? ptr_[e_ - first_] : W{0};
+    ++e_;
+    return v;
+  }
+
+ private:
+  SPARSESYNC_DEVICE void load() {
+    if (count_ == 0) return;
+    const resolved_segment& sg = segs_[s_];
+    first_ = sg.bucket_first;
+    end_ = sg.bucket_first + sg.count;
+    ptr_ = static_cast<const W*>(sg.a);
+  }
+
+  const resolved_segment* segs_;
+  std::uint32_t count_;
+  std::uint32_t s_ = 0;
+  std::uint64_t e_;
+  std::uint64_t first_ = 0, end_ = 0;
+  const W* ptr_ = nullptr;
+};
+
+// A chunk's groups (codec/entropy.hpp make_entropy_groups).
+struct entropy_dev_groups {
+  std::uint8_t of_class[256];
+  std::uint32_t size[256];
+  unsigned count;
+};
+
+template <class W>
+SPARSESYNC_DEVICE unsigned entropy_dev_group(const entropy_dev_groups& g, W bits) {
+  return g.of_class[entropy_params::class_of<W>(bits)];
+}
+
+template <class W>
+SPARSESYNC_DEVICE void entropy_make_groups(entropy_dev_groups& g, base_walker<W> base, std::uint32_t n) {
+  constexpr unsigned classes = entropy_params::class_count<W>;
+  // size[] counts classes first: group i is closed only after class c >= i was read, so it never overwrites
+  // a count still to be read.
+  for (unsigned c = 0; c < classes; ++c) g.size[c] = 0;
+  for (std::uint32_t i = 0; i < n; ++i) ++g.size[entropy_params::class_of<W>(base.next())];
+  const std::uint32_t min_size = (n >> entropy_params::group_shift) > 1 ? (n >> entropy_params::group_shift) : 1u;
+  g.count = 0;
+  std::uint32_t open = 0;
+  unsigned open_from = 0;
+  for (unsigned c = 0; c < classes; ++c) {
+    const std::uint32_t s = g.size[c];
+    if (s == 0) continue;
+    if (open == 0) open_from = c;
+    g.of_class[c] = static_cast<std::uint8_t>(g.count);
+    open += s;
+    if (open >= min_size) {
+      g.size[g.count++] = open;
+      open = 0;
+    }
+  }
+  if (open > 0) {
+    if (g.count == 0) {
+      g.size[g.count++] = open;
+    } else {
+      for (unsigned c = open_from; c < classes; ++c) g.of_class[c] = static_cast<std::uint8_t>(g.count - 1);
+      g.size[g.count - 1] += open;
+    }
+  }
+}
+
+// For each change (`changes.for_each(f(pos, slot))`, positions increasing and below the chunk's length):
+// out(slot, group << 24 | rank), its rank among its group's elements.
+template <class W, class Changes, class Out>
+SPARSESYNC_DEVICE void entropy_rank_changes(const entropy_dev_groups& g, base_walker<W> base, const Changes& changes, Out&& out) {
+  std::uint32_t seen[256];
+  for (unsigned i = 0; i < g.count; ++i) seen[i] = 0;
+  std::uint32_t i = 0;
+  changes.for_each([&](std::uint32_t pos, std::uint64_t slot) {
+    for (; i < pos; ++i) ++seen[entropy_dev_group(g, base.next())];
+    const unsigned grp = entropy_dev_group(g, base.next());
+    ++i;
+    out(slot, (static_cast<std::uint32_t>(grp) << entropy_rank_bits) | seen[grp]++);
+  });
+}
+
+// The best Rice parameter in [0, max_k] of costs c[] (ties to the smaller, as the host's entropy_best_k).
+template <unsigned N>
+SPARSESYNC_DEVICE unsigned entropy_best(const std::uint32_t (&c)[N], unsigned max_k, std::uint32_t& cost) {
+  unsigned best = 0;
+  cost = c[0];
+#pragma unroll
+  for (unsigned k = 1; k < N; ++k)
+    if (k <= max_k && c[k] < cost) {
+      cost = c[k];
+      best = k;
+    }
+  return best;
+}
+
+// A chunk's fitted parameters (codec/entropy.hpp entropy_fit).
+struct entropy_dev_fit {
+  std::uint32_t changes[256];
+  std::uint8_t k_gap[256], k_val[256];
+  std::uint64_t bits;  // the class body's bits, tag byte excluded
+};
+
+// `src.for_each(f(group, rank, coded value))` visits the m changes in position order.
+template <class W, class Src>
+SPARSESYNC_DEVICE void entropy_fit(const entropy_dev_groups& g, value_mode mode, std::uint32_t m, const Src& src, entropy_dev_fit& f) {
+  constexpr unsigned wbits = 8 * sizeof(W);
+  const bool ulp = mode == value_mode::ulp;
+  for (unsigned i = 0; i < g.count; ++i) {
+    f.changes[i] = 0;
+    f.k_gap[i] = f.k_val[i] = 0;
+  }
+  src.for_each([&](unsigned grp, std::uint32_t, W) { ++f.changes[grp]; });
+  std::uint64_t bits = 0;
+  std::uint32_t remaining = m;
+  for (unsigned gi = 0; gi < g.count; ++gi) {
+    const std::uint32_t n = g.size[gi], c = f.changes[gi];
+    if (gi + 1 < g.count) bits += entropy_params::count_bits(n, remaining);
+    remaining -= c;
+    if (c == 0) continue;
+    const bool gaps = c < n;
+    const unsigned raw = gaps ? entropy_params::gap_raw_bits(n) : 0;
+    std::uint32_t gc[entropy_params::max_gap_k + 1], vc[wbits];
+#pragma unroll
+    for (unsigned k = 0; k <= entropy_params::max_gap_k; ++k) gc[k] = 0;
+#pragma unroll
+    for (unsigned k = 0; k < wbits; ++k) vc[k] = 0;
+    std::uint32_t next = 0;
+    src.for_each([&](unsigned grp, std::uint32_t rank, W v) {
+      if (grp != gi) return;
+      if (gaps) {
+        const std::uint32_t gap = rank - next;
+        next = rank + 1;
+#pragma unroll
+        for (unsigned k = 0; k <= entropy_params::max_gap_k; ++k) gc[k] += rice_params::code_bits<std::uint32_t>(gap, k, raw);
+      }
+      if (ulp) {
+        const std::uint32_t code = static_cast<std::uint32_t>(zigzag<W>(v)) - 1u;
+#pragma unroll
+        for (unsigned k = 0; k < wbits; ++k) vc[k] += rice_params::code_bits<std::uint32_t>(code, k, wbits);
+      }
+    });
+    std::uint32_t cost = 0;
+    if (gaps) {
+      f.k_gap[gi] = static_cast<std::uint8_t>(entropy_best(gc, entropy_params::max_gap_k_of(n), cost));
+      bits += entropy_params::gap_k_bits(n) + cost;
+    }
+    if (ulp) {
+      f.k_val[gi] = static_cast<std::uint8_t>(entropy_best(vc, wbits - 1, cost));
+      bits += entropy_params::value_k_bits<W>(f.k_val[gi]) + cost;
+    }
+  }
+  if (!ulp) bits += std::uint64_t{wbits} * m;
+  f.bits = bits;
+}
+
+SPARSESYNC_DEVICE std::uint64_t entropy_class_bytes(std::uint64_t bits) { return 1 + (bits + 7) / 8; }
+
+// ---- encode ----
+// `src`: for_each(f(pos, coded value)) and for_each_slot(f(pos, coded value, slot)) over the chunk's changes in
+// order; `aux`: a u32 per slot.
+
+template <class W, class Src>
+struct entropy_ranked_source {
+  const Src& src;
+  const std::uint32_t* aux;
+  template <class F>
+  SPARSESYNC_DEVICE void for_each(F&& f) const {
+    src.for_each_slot([&](std::uint32_t, W v, std::uint64_t slot) {
+      const std::uint32_t a = aux[slot];
+      f(a >> entropy_rank_bits, a & entropy_rank_mask, v);
+    });
+  }
+};
+
+template <class Src>
+struct entropy_slot_positions {
+  const Src& src;
+  template <class F>
+  SPARSESYNC_DEVICE void for_each(F&& f) const {
+    src.for_each_slot([&](std::uint32_t pos, auto, std::uint64_t slot) { f(pos, slot); });
+  }
+};
+
+// Size of a chunk's entropy data (n > 0); plan gets rice's parameters and, in values_at, the tag. Fills aux.
+template <class W, class Src>
+SPARSESYNC_DEVICE std::uint64_t entropy_chunk_size(value_mode mode, std::uint32_t numel, std::uint32_t n, const Src& src,
+                                                   const base_walker<W>& base, std::uint32_t* aux, chunk_plan& plan) {
+  Src rice_src = src;
+  const std::uint64_t rice_bytes = chunk_data_size<W>(encoder_id::rice, mode, numel, n, rice_src, plan);
+  plan.values_at = entropy_params::tag_rice;
+  if (n == 0) return 0;
+  entropy_dev_groups g;
+  entropy_make_groups<W>(g, base, numel);
+  entropy_rank_changes<W>(g, base, entropy_slot_positions<Src>{src}, [&](std::uint64_t slot, std::uint32_t a) { aux[slot] = a; });
+  entropy_dev_fit f;
+  entropy_fit<W>(g, mode, n, entropy_ranked_source<W, Src>{src, aux}, f);
+  // The class body only where it is strictly smaller (ties keep rice's data).
+  if (entropy_class_bytes(f.bits) < 1 + rice_bytes) {
+    plan.values_at = entropy_params::tag_classes;
+    return entropy_class_bytes(f.bits);
+  }
+  return 1 + rice_bytes;
+}
+
+// Writes a chunk's entropy data (n > 0) after entropy_chunk_size filled aux and the plan.
+template <class W, class Writer, class Src>
+SPARSESYNC_DEVICE void entropy_chunk_write(value_mode mode, std::uint32_t numel, const chunk_plan& plan, const Src& src,
+                                           const base_walker<W>& base, const std::uint32_t* aux, Writer& w) {
+  constexpr unsigned wbits = 8 * sizeof(W);
+  if (plan.values_at == entropy_params::tag_rice) {
+    w.put(entropy_params::tag_rice, 8);
+    Src rice_src = src;
+    encode_chunk<W>(encoder_id::rice, mode, numel, plan, rice_src, w);
+    return;
+  }
+  w.put(entropy_params::tag_classes, 8);
+  entropy_dev_groups g;
+  entropy_make_groups<W>(g, base, numel);
+  const entropy_ranked_source<W, Src> ranked{src, aux};
+  entropy_dev_fit f;
+  entropy_fit<W>(g, mode, plan.changes, ranked, f);
+  const bool ulp = mode == value_mode::ulp;
+  std::uint32_t remaining = plan.changes;
+  for (unsigned gi = 0; gi < g.count; ++gi) {
+    const std::uint32_t n = g.size[gi], c = f.changes[gi];
+    if (gi + 1 < g.count) w.put(c, entropy_params::count_bits(n, remaining));
+    remaining -= c;
+    if (c > 0 && c < n) w.put(f.k_gap[gi], entropy_params::gap_k_bits(n));
+    if (c > 0 && ulp) {
+      w.put((std::uint64_t{1} << f.k_val[gi]) - 1, f.k_val[gi]);
+      if (f.k_val[gi] < wbits - 1) w.put(0, 1);
+    }
+  }
+  for (unsigned gi = 0; gi < g.count; ++gi) {
+    const std::uint32_t n = g.size[gi], c = f.changes[gi];
+    if (c == 0 || c == n) continue;
+    const unsigned raw = entropy_params::gap_raw_bits(n);
+    const unsigned k = f.k_gap[gi];
+    std::uint32_t next = 0;
+    ranked.for_each([&](unsigned grp, std::uint32_t rank, W) {
+      if (grp != gi) return;
+      rice_put(w, rank - next, k, raw);
+      next = rank + 1;
+    });
+  }
+  ranked.for_each([&](unsigned grp, std::uint32_t, W v) {
+    if (ulp)
+      rice_put(w, static_cast<std::uint32_t>(zigzag<W>(v)) - 1u, f.k_val[grp], wbits);
+    else
+      w.put(v, wbits);
+  });
+}
+
+// ---- decode ----
+
+// Changes staged as (chunk-relative position or group << 24 | rank, coded value) in spos / sval.
+template <class W>
+struct entropy_staged {
+  const std::uint32_t* spos;
+  const std::uint32_t* sval;
+  std::uint32_t n;
+  template <class F>
+  SPARSESYNC_DEVICE void for_each(F&& f) const {  // as positions and values (chunk_data_size's source)
+    for (std::uint32_t j = 0; j < n; ++j) f(spos[j], static_cast<W>(sval[j]));
+  }
+};
+
+template <class W>
+struct entropy_staged_ranked {
+  const std::uint32_t* spos;
+  const std::uint32_t* sval;
+  std::uint32_t n;
+  template <class F>
+  SPARSESYNC_DEVICE void for_each(F&& f) const {
+    for (std::uint32_t j = 0; j < n; ++j) f(spos[j] >> entropy_rank_bits, spos[j] & entropy_rank_mask, static_cast<W>(sval[j]));
+  }
+};
+
+// The staged positions with their slots (entropy_rank_changes' input).
+struct entropy_staged_slots {
+  const std::uint32_t* spos;
+  std::uint32_t n;
+  template <class F>
+  SPARSESYNC_DEVICE void for_each(F&& f) const {
+    for (std::uint32_t j = 0; j < n; ++j) f(spos[j], std::uint64_t{j});
+  }
+};
+
+SPARSESYNC_DEVICE errc entropy_rice_get(bit_reader& r, unsigned k, unsigned raw_bits, std::uint64_t& v) {
+  const unsigned q = r.get_unary(rice_params::escape);
+  if (q < rice_params::escape) {
+    v = (std::uint64_t{q} << k) | r.get(k);
+    return r.failed() ? errc::truncated : errc::ok;
+  }
+  v = r.get(raw_bits);
+  if (r.failed()) return errc::truncated;
+  return (v >> k) >= rice_params::escape ? errc::ok : errc::non_canonical;
+}
+
+// rice's fitted data length for the staged changes (positions in spos), and its parameters in plan.
+template <class W>
+SPARSESYNC_DEVICE std::uint64_t entropy_rice_bytes(value_mode mode, std::uint32_t numel, std::uint32_t n, const std::uint32_t* spos,
+                                                   const std::uint32_t* sval, chunk_plan& plan) {
+  entropy_staged<W> src{spos, sval, n};
+  return chunk_data_size<W>(encoder_id::rice, mode, numel, n, src, plan);
+}
+
+// Tag 0: rice's data, whose parameters must be rice's fitted ones, and a class body that would not be smaller.
+template <class W>
+SPARSESYNC_DEVICE errc entropy_decode_fallback(value_mode mode, const unsigned char* data, std::uint32_t len, std::uint32_t numel,
+                                               std::uint32_t n, const base_walker<W>& base, const unsigned char* lo,
+                                               const unsigned char* hi, std::uint32_t* spos, std::uint32_t* sval) {
+  chunk_decoder<W> dec(encoder_id::rice, mode, data + 1, len - 1, numel, n, lo, hi);
+  errc e = dec.init();
+  for (std::uint32_t j = 0; j < n && e == errc::ok; ++j) {
+    std::uint32_t pos = 0;
+    W v = 0;
+    e = dec.next(pos, v);
+    spos[j] = pos;
+    sval[j] = v;
+  }
+  if (e == errc::ok) e = dec.finish();
+  if (e != errc::ok) return e;
+  chunk_plan rp;
+  entropy_rice_bytes<W>(mode, numel, n, spos, sval, rp);
+  if (rp.k_gap != data[1] || rp.k_val != data[2]) return errc::non_canonical;
+  entropy_dev_groups g;
+  entropy_make_groups<W>(g, base, numel);
+  // Ranks replace the positions while the class body is priced, then the positions are found again.
+  entropy_rank_changes<W>(g, base, entropy_staged_slots{spos, n}, [&](std::uint64_t slot, std::uint32_t a) { spos[slot] = a; });
+  entropy_dev_fit f;
+  entropy_fit<W>(g, mode, n, entropy_staged_ranked<W>{spos, sval, n}, f);
+  const bool smaller = entropy_class_bytes(f.bits) < len;
+  std::uint32_t seen[256];
+  for (unsigned i = 0; i < g.count; ++i) seen[i] = 0;
+  base_walker<W> b = base;
+  std::uint32_t j = 0;
+  for (std::uint32_t i = 0; j < n; ++i) {
+    if (i >= numel) return errc::malformed;  // (never: every rank was taken from an element of the chunk)
+    const unsigned grp = entropy_dev_group(g, b.next());
+    const std::uint32_t a = spos[j];
+    if (grp == (a >> entropy_rank_bits) && seen[grp] == (a & entropy_rank_mask)) spos[j++] = i;
+    ++seen[grp];
+  }
+  return smaller ? errc::non_canonical : errc::ok;
+}
+
+// Decodes a chunk's entropy data into spos[0, n) (chunk-relative positions) and sval[0, n) (coded values)
+// with the host decoder's checks. `base` starts at the chunk's first element; [lo, hi) bounds the allocation
+// holding the data (the frame).
+template <class W>
+SPARSESYNC_DEVICE errc entropy_decode_chunk(value_mode mode, const unsigned char* data, std::uint32_t len, std::uint32_t numel,
+                                            std::uint32_t n, const base_walker<W>& base, const unsigned char* lo,
+                                            const unsigned char* hi, std::uint32_t* spos, std::uint32_t* sval) {
+  constexpr unsigned wbits = 8 * sizeof(W);
+  if (n == 0) return len == 0 ? errc::ok : errc::malformed;
+  if (len == 0) return errc::truncated;
+  if (data[0] == entropy_params::tag_rice) return entropy_decode_fallback<W>(mode, data, len, numel, n, base, lo, hi, spos, sval);
+  if (data[0] != entropy_params::tag_classes) return errc::malformed;
+  const bool ulp = mode == value_mode::ulp;
+  entropy_dev_groups g;
+  entropy_make_groups<W>(g, base, numel);
+  const unsigned groups = g.count;
+  std::uint32_t changes[256], first[257];
+  std::uint8_t k_gap[256], k_val[256];
+  bit_reader r(data + 1, data + len, lo, hi);
+  std::uint32_t remaining = n;
+  for (unsigned gi = 0; gi < groups; ++gi) {
+    const std::uint32_t size = g.size[gi];
+    std::uint32_t c = remaining;
+    if (gi + 1 < groups) {
+      c = r.get(entropy_params::count_bits(size, remaining));
+      if (c > (size < remaining ? size : remaining)) return errc::malformed;
+    } else if (c > size) {
+      return errc::malformed;
+    }
+    changes[gi] = c;
+    remaining -= c;
+    k_gap[gi] = k_val[gi] = 0;
+    if (c > 0 && c < size) {
+      k_gap[gi] = static_cast<std::uint8_t>(r.get(entropy_params::gap_k_bits(size)));
+      if (k_gap[gi] > entropy_params::max_gap_k_of(size)) return errc::malformed;
+    }
+    if (c > 0 && ulp) k_val[gi] = static_cast<std::uint8_t>(r.get_unary(wbits - 1));
+  }
+  if (r.failed()) return errc::truncated;
+  first[0] = 0;
+  std::uint64_t least = 0;
+  for (unsigned gi = 0; gi < groups; ++gi) {
+    first[gi + 1] = first[gi] + changes[gi];
+    if (changes[gi] < g.size[gi]) least += changes[gi];
+  }
+  if (least > 8 * std::uint64_t{len}) return errc::truncated;
+  // Gaps, group by group, into sval (group order); each group's gap parameter priced as they are read.
+  bool fitted = true;
+  for (unsigned gi = 0; gi < groups; ++gi) {
+    const std::uint32_t size = g.size[gi], c = changes[gi];
+    if (c == size) {
+      for (std::uint32_t i = first[gi]; i < first[gi + 1]; ++i) sval[i] = 0;
+      continue;
+    }
+    if (c == 0) continue;
+    const unsigned raw = entropy_params::gap_raw_bits(size);
+    std::uint32_t gc[entropy_params::max_gap_k + 1];
+#pragma unroll
+    for (unsigned k = 0; k <= entropy_params::max_gap_k; ++k) gc[k] = 0;
+    std::uint64_t next = 0;
+    for (std::uint32_t i = first[gi]; i < first[gi + 1]; ++i) {
+      std::uint64_t gap = 0;
+      if (const errc e = entropy_rice_get(r, k_gap[gi], raw, gap); e != errc::ok) return e;
+      next += gap;
+      if (next >= size) return errc::index_out_of_range;
+      sval[i] = static_cast<std::uint32_t>(gap);
+      ++next;
+#pragma unroll
+      for (unsigned k = 0; k <= entropy_params::max_gap_k; ++k) gc[k] += rice_params::code_bits<std::uint32_t>(static_cast<std::uint32_t>(gap), k, raw);
+    }
+    std::uint32_t cost = 0;
+    if (entropy_best(gc, entropy_params::max_gap_k_of(size), cost) != k_gap[gi]) fitted = false;
+  }
+  // Positions: walk the chunk, counting each group's elements, until every change is placed; the group of
+  // each change rides in the top bits of its staged position until the values are read.
+  {
+    std::uint32_t skip[256], cursor[256];
+    constexpr std::uint32_t none = ~std::uint32_t{0};
+    for (unsigned gi = 0; gi < groups; ++gi) {
+      cursor[gi] = first[gi];
+      skip[gi] = changes[gi] > 0 ? sval[first[gi]] : none;
+    }
+    base_walker<W> b = base;
+    std::uint32_t placed = 0;
+    for (std::uint32_t i = 0; placed < n; ++i) {
+      if (i >= numel) return errc::malformed;  // (never: the counts sum to n and the ranks are below the sizes)
+      const unsigned gi = entropy_dev_group(g, b.next());
+      if (skip[gi] != 0) {
+        --skip[gi];
+        continue;
+      }
+      spos[placed++] = (static_cast<std::uint32_t>(gi) << entropy_rank_bits) | i;
+      skip[gi] = ++cursor[gi] < first[gi + 1] ? sval[cursor[gi]] : none;
+    }
+  }
+  // Values, in position order.
+  if (ulp) {
+    for (std::uint32_t j = 0; j < n; ++j) {
+      std::uint64_t code = 0;
+      if (const errc e = entropy_rice_get(r, k_val[spos[j] >> entropy_rank_bits], wbits, code); e != errc::ok) return e;
+      if (code >= (std::uint64_t{1} << wbits) - 1) return errc::malformed;
+      sval[j] = unzigzag<W>(static_cast<W>(code + 1));
+    }
+  } else {
+    for (std::uint32_t j = 0; j < n; ++j) sval[j] = static_cast<W>(r.get(wbits));
+    if (r.failed()) return errc::truncated;
+  }
+  if (!r.at_padded_end()) return errc::malformed;
+  // Canonical: the value parameters must be the fitted ones too, and the class body the smaller choice.
+  if (ulp) {
+    for (unsigned gi = 0; gi < groups && fitted; ++gi) {
+      if (changes[gi] == 0) continue;
+      std::uint32_t vc[wbits];
+#pragma unroll
+      for (unsigned k = 0; k < wbits; ++k) vc[k] = 0;
+      for (std::uint32_t j = 0; j < n; ++j) {
+        if ((spos[j] >> entropy_rank_bits) != gi) continue;
+        const std::uint32_t code = static_cast<std::uint32_t>(zigzag<W>(static_cast<W>(sval[j]))) - 1u;
+#pragma unroll
+        for (unsigned k = 0; k < wbits; ++k) vc[k] += rice_params::code_bits<std::uint32_t>(code, k, wbits);
+      }
+      std::uint32_t cost = 0;
+      if (entropy_best(vc, wbits - 1, cost) != k_val[gi]) fitted = false;
+    }
+  }
+  for (std::uint32_t j = 0; j < n; ++j) spos[j] &= entropy_rank_mask;
+  if (!fitted) return errc::non_canonical;
+  // Exactly consumed with the fitted parameters, the data is the class body's length: it must beat rice's.
+  chunk_plan rp;
+  if (std::uint64_t{len} >= 1 + entropy_rice_bytes<W>(mode, numel, n, spos, sval, rp)) return errc::non_canonical;
+  return errc::ok;
+}
+
+}  // namespace detail
+}  // namespace cuda
+SPARSESYNC_NS_END
