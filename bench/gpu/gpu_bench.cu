@@ -97,7 +97,7 @@ struct args {
   int reps = 7;
   std::string json;
   bool quick = false;
-  std::string only_encoder;  // e.g. "varint/ulp": only this encoder
+  std::string only_encoder;  // e.g. "varint/ulp" or "rice/ulp,entropy/ulp": only these encoders
   bool sweep = true;         // detect-policy sweep
   bool baselines = true;     // compare / cub rows
 };
@@ -276,7 +276,8 @@ int main(int argc, char** argv) {
   const std::vector<enc_cfg> encs = {{encoder_id::raw_index32, value_mode::absolute},
                                      {encoder_id::bitmap, value_mode::absolute},
                                      {encoder_id::delta_varint, value_mode::ulp},
-                                     {encoder_id::rice, value_mode::ulp}};
+                                     {encoder_id::rice, value_mode::ulp},
+                                     {encoder_id::entropy, value_mode::ulp}};
   std::printf("\n| elements | density | what | ms | G el/s | GB/s | %% of memcpy | detail |\n|---|---|---|---|---|---|---|---|\n");
 
   for (double sz : a.sizes) {
@@ -386,7 +387,7 @@ int main(int argc, char** argv) {
 
       for (const auto& e : encs) {
         const std::string name = std::string(encoder_name(e.enc)) + "/" + std::string(to_string(e.mode));
-        if (!a.only_encoder.empty() && name != a.only_encoder) continue;
+        if (!a.only_encoder.empty() && ("," + a.only_encoder + ",").find("," + name + ",") == std::string::npos) continue;
         sc::encode_config cfg{e.enc, e.mode, 16};
         cfg.max_changes = changed + changed / 8 + 65536;
         sc::encode_result r;
