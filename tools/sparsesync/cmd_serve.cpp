@@ -1,10 +1,11 @@
 // `sparsesync serve --listen HOST:PORT --watch DIR`: publishes every new checkpoint that appears in DIR as the
 // next version to every subscriber (docs/CLI.md, "Network mode").
 //
-// Threads: the main thread watches DIR and publishes; one thread accepts connections (the transport
-// handshake runs there, one at a time, bounded by its timeout); each accepted connection gets a short-lived
-// handler thread for the pull request and the catalog, then belongs to the sync::sender, which runs its
-// session on a thread of its own. A file whose layout differs from the current one starts a new sender:
+// Threads: the main thread watches DIR and publishes; one thread accepts connections and does nothing else;
+// each accepted connection gets a short-lived handler thread for the transport handshake (bounded by its
+// timeout, so a silent peer holds only its own thread), the pull request and the catalog, then belongs to
+// the sync::sender, which runs its session on a thread of its own. At most max_handshakes connections may be
+// unauthenticated at once; one more is closed at once. A file whose layout differs from the current one starts a new sender:
 // the old one ends its sessions in order and pullers reconnect to the new layout.
 #include <sparsesync/cli/cmd_serve.hpp>
 
@@ -181,8 +182,9 @@ class checkpoint_server {
   struct handler {
     std::thread thread;
     std::atomic<bool> done{false};
-    std::mutex link_mutex;                    // guards `link` against abort() from shutdown
-    std::optional<asio_tcp_transport> link;   // until the sender takes it
+    std::mutex link_mutex;                    // guards `pending` and `link` against abort() from shutdown
+    std::optional<asio_tcp_pending> pending;  // until its handshake ends
+    std::optional<asio_tcp_transport> link;   // after it, until the sender takes it
   };
 
   struct newest_version {
@@ -299,14 +301,15 @@ class checkpoint_server {
   void accept_loop() {
     while (!stopping()) {
       try {
-        auto link = listener_->accept();
+        auto pending = listener_->accept_pending();
         reap_handlers(false);
-        if (handlers_.size() >= args_.max_handshakes) {
-          log_error("refused " + link.peer() + ": " + std::to_string(handlers_.size()) + " connections are already being set up");
-          continue;  // the transport's destructor drops it
+        if (unauthenticated_.load() >= args_.max_handshakes) {
+          log_error("refused " + pending.peer() + ": " + std::to_string(args_.max_handshakes) + " connections are already unauthenticated");
+          continue;  // its destructor closes it
         }
+        ++unauthenticated_;
         auto& h = handlers_.emplace_back(std::make_unique<handler>());
-        h->link.emplace(std::move(link));
+        h->pending.emplace(std::move(pending));
         h->thread = std::thread([this, raw = h.get()] { handle(*raw); });
       } catch (const transport_error& e) {
         if (stopping()) break;
@@ -331,8 +334,21 @@ class checkpoint_server {
 
   // The pull request, the catalog, then hand the connection to the sender.
   void handle(handler& h) {
-    std::string peer;
+    std::string peer = h.pending->peer();
     try {
+      std::optional<asio_tcp_transport> established;
+      try {
+        established.emplace(h.pending->establish());
+      } catch (...) {
+        --unauthenticated_;
+        throw;
+      }
+      --unauthenticated_;
+      {
+        std::lock_guard lock(h.link_mutex);
+        h.pending.reset();
+        h.link.emplace(std::move(*established));
+      }
       peer = h.link->peer();
       std::vector<std::byte> in;
       if (!h.link->receive(in)) throw error(errc::truncated, "closed before sending a pull request");
@@ -374,6 +390,7 @@ class checkpoint_server {
     }
     {
       std::lock_guard lock(h.link_mutex);
+      h.pending.reset();
       h.link.reset();
     }
     h.done = true;
@@ -386,6 +403,7 @@ class checkpoint_server {
     if (accept_thread_.joinable()) accept_thread_.join();
     for (auto& h : handlers_) {
       std::lock_guard lock(h->link_mutex);
+      if (h->pending) h->pending->abort();
       if (h->link) h->link->abort();
     }
     reap_handlers(true);
@@ -405,6 +423,7 @@ class checkpoint_server {
   std::unique_ptr<asio_tcp_listener> listener_;
   std::thread accept_thread_;
   std::list<std::unique_ptr<handler>> handlers_;  // accept thread only (and shutdown, after joining it)
+  std::atomic<std::size_t> unauthenticated_{0};   // handlers still in their handshake
   std::uint64_t next_version_ = 1;
   bool shut_down_ = false;
 
@@ -428,6 +447,8 @@ int run_serve(const serve_args& a) {
   // The server only ever waits for a peer's hello and acknowledgements, which a live peer sends promptly:
   // this bounds how long a vanished or stuck subscriber can hold a session (and shutdown).
   options.receive_timeout = std::chrono::seconds(a.peer_timeout_s);
+  // A burst of pullers (a fleet starting) must queue in the kernel, not be refused: handshakes run in parallel.
+  options.listen_backlog = 4096;
   signal_guard signals;  // before the first thread (the listener's) starts
   int rc = exit_ok;
   visit_selection(a.encoder, [&]<class Sel>() {

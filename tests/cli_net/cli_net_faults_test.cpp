@@ -1,0 +1,60 @@
+// `sparsesync serve` and `sparsesync pull` under faults an operator or an attacker brings (issue 14): silent
+// connections that never authenticate, a damaged handshake on a link that worked before. Loopback only;
+// every wait is bounded.
+#include "cli_net_support.hpp"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+using namespace net_test;
+using namespace std::chrono_literals;
+namespace ss = sparsesync;
+
+namespace {
+
+// A TCP connection to 127.0.0.1:port that never sends a byte (closed by the destructor).
+class silent_connection {
+ public:
+  explicit silent_connection(int port) : fd_(::socket(AF_INET, SOCK_STREAM, 0)) {
+    REQUIRE(fd_ >= 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<std::uint16_t>(port));
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    REQUIRE(::connect(fd_, reinterpret_cast<const sockaddr*>(&a), sizeof a) == 0);
+  }
+  silent_connection(const silent_connection&) = delete;
+  silent_connection& operator=(const silent_connection&) = delete;
+  ~silent_connection() { ::close(fd_); }
+
+ private:
+  int fd_;
+};
+
+int port_of(const server& s) { return std::stoi(s.address().substr(s.address().rfind(':') + 1)); }
+
+}  // namespace
+
+TEST_CASE("serve: 50 silent connections do not hold a normal pull back (handshakes never serialize clients)") {
+  temp_dir t;
+  const auto key = make_key(t / "key");
+  server s(t.path, key);
+  trainer tr;
+  const auto v1 = tr.drop(s.watch(), "step-1.safetensors");
+  s.wait_published(1);
+
+  std::vector<std::unique_ptr<silent_connection>> silent;
+  for (int i = 0; i < 50; ++i) silent.push_back(std::make_unique<silent_connection>(port_of(s)));
+  std::this_thread::sleep_for(200ms);  // the server has accepted them: each now waits for a hello
+
+  const auto start = std::chrono::steady_clock::now();
+  const auto r = pull(t, s, t / "out.safetensors", key);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  MESSAGE("pull beside 50 silent connections took " << seconds << " s");
+  REQUIRE_MESSAGE(r.rc == 0, r.err);
+  CHECK(same_file(t / "out.safetensors", v1));
+  // Serialized handshakes took 10 s per silent connection ahead of the pull; 2 s is the target, and the
+  // margin above it is for a loaded test machine.
+  CHECK(seconds < 4.0);
+}
