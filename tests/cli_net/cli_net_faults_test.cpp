@@ -2,6 +2,7 @@
 // connections that never authenticate, a damaged handshake on a link that worked before. Loopback only;
 // every wait is bounded.
 #include "cli_net_support.hpp"
+#include "flaky_proxy.hpp"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -57,4 +58,40 @@ TEST_CASE("serve: 50 silent connections do not hold a normal pull back (handshak
   // Serialized handshakes took 10 s per silent connection ahead of the pull; 2 s is the target, and the
   // margin above it is for a loaded test machine.
   CHECK(seconds < 4.0);
+}
+
+TEST_CASE("pull --follow: a handshake damaged on the way after earlier success is retried; a wrong key still ends it (exit 8)") {
+  temp_dir t;
+  const auto key = make_key(t / "key");
+  server s(t.path, key);
+  trainer tr;
+  tr.drop(s.watch(), "step-1.safetensors");
+  s.wait_published(1);
+  flaky_proxy proxy(port_of(s));
+  const std::string via = "127.0.0.1:" + std::to_string(proxy.port());
+
+  const auto out = t / "follow.safetensors";
+  process follower({SPARSESYNC_CLI_PATH, "pull", via, "-o", out.string(), "--key-file", key.string(), "--follow"}, t / "follow.out",
+                   t / "follow.err");
+  auto lines_seen = [&](std::size_t n) { return wait_until([&] { return json_lines(follower.out()).size() >= n; }, 60s); };
+  REQUIRE_MESSAGE(lines_seen(1), follower.err());
+
+  // The reconnection's server hello gets one bit flipped inside the server's key proof (bytes 48-79).
+  proxy.flip_server_byte(2, 60);
+  proxy.cut_all();
+  REQUIRE_MESSAGE(wait_until([&] { return proxy.connections() >= 3; }, 30s), follower.err());
+  const auto v2 = tr.drop(s.watch(), "step-2.safetensors");
+  REQUIRE_MESSAGE(lines_seen(2), follower.err() << "\n" << s.log());
+  CHECK(same_file(out, v2));
+  CHECK(follower.err().find("handshake damaged on the way") != std::string::npos);
+  follower.signal(SIGTERM);
+  CHECK(follower.wait(30s) == std::optional<int>(0));
+
+  // A wrong key from the start is reported as such, also by a follower (no endless retrying).
+  const auto other = make_key(t / "other-key");
+  const auto r = run({SPARSESYNC_CLI_PATH, "pull", s.address(), "-o", (t / "other.safetensors").string(), "--key-file", other.string(),
+                      "--follow"},
+                     t.path, 60s);
+  CHECK(r.rc == 8);
+  CHECK(r.err.find("authentication failed") != std::string::npos);
 }

@@ -306,15 +306,23 @@ class puller {
     }
   }
 
+  // A failed key proof or TLS handshake means a wrong key or certificate (exit 8) the first time; after this
+  // run once authenticated with the same server and the same key, it is far more likely a handshake damaged
+  // on the way (one flipped byte fails a proof), so it is retried like any network error, saying why.
   std::shared_ptr<asio_tcp_transport> connect() {
     try {
       auto link = std::make_shared<asio_tcp_transport>(asio_tcp_transport::connect(server_.host, server_.port, options_));
       std::lock_guard lock(mutex_);
       if (stopping_) link->abort();
       link_ = link;
+      authenticated_once_ = true;
       return link;
     } catch (const transport_error& e) {
-      throw as_failure(e, "cannot connect to " + server_.text());
+      failure f = as_failure(e, "cannot connect to " + server_.text());
+      if (f.code() != exit_auth || !authenticated_once_ || e.transport_code() == transport_errc::key_file) throw f;
+      throw failure(exit_network, std::string(f.what()) +
+                                      " (this run authenticated with the server before: taken for a handshake damaged on the way, "
+                                      "so retrying; if the keys changed, this repeats)");
     }
   }
 
@@ -328,6 +336,9 @@ class puller {
       throw;
     } catch (const transport_error& e) {
       drop_link();
+      // After the handshake, a TLS failure ("bad record mac") is a record damaged on the way, not a wrong
+      // certificate: the connection is lost, as with any other damage the frames' checks catch.
+      if (e.transport_code() == transport_errc::tls) throw failure(exit_network, server_.text() + ": " + e.what() + " (damaged on the way)");
       throw as_failure(e, server_.text());
     } catch (const sparsesync::error& e) {
       drop_link();
@@ -447,6 +458,7 @@ class puller {
   std::condition_variable cv_;
   bool stopping_ = false;
   std::shared_ptr<asio_tcp_transport> link_;  // the current connection, for stop()
+  bool authenticated_once_ = false;             // a handshake with this server succeeded in this run
 };
 
 int run_pull(const pull_args& a) {
