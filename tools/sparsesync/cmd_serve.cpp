@@ -268,20 +268,22 @@ class checkpoint_server {
       replaced->close();
     }
     // Wait (bounded) for the subscribers, so that the log says who has it and a burst of new files does not
-    // run further ahead of them than the kept history.
+    // run further ahead of them than the kept history. A subscriber much slower than the others is marked
+    // lagging and not waited for (sync::sender_options::lag_grace): it catches up on its own.
     const auto start = std::chrono::steady_clock::now();
     const auto deadline = start + std::chrono::milliseconds(args_.ack_timeout_ms);
-    std::size_t connected = 0, at_version = 0;
-    for (;;) {
-      connected = at_version = 0;
-      for (const auto& r : tx->receivers()) {
-        if (!r.connected) continue;
-        ++connected;
-        if (r.has_version && r.version == version) ++at_version;
-      }
-      if (at_version == connected || std::chrono::steady_clock::now() >= deadline || stopping()) break;
-      (void)tx->wait_for_receivers(connected, std::chrono::milliseconds(100));
+    while (!tx->wait_for_acks(std::chrono::milliseconds(100)) && std::chrono::steady_clock::now() < deadline && !stopping()) {
     }
+    std::size_t connected = 0, at_version = 0, lagging = 0;
+    for (const auto& r : tx->receivers()) {
+      if (!r.connected) continue;
+      ++connected;
+      if (r.has_version && r.version == version) ++at_version;
+      else if (r.lagging) ++lagging;
+    }
+    if (lagging > 0)
+      log(std::to_string(lagging) + " subscriber(s) lagging behind version " + std::to_string(version) +
+          ": not waited for; each catches up by kept patches or a full transfer");
     const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (!args_.quiet) {
       const double numel = static_cast<double>(report.numel);

@@ -24,6 +24,11 @@ struct sender_options {
   encode_options encode{value_mode::ulp, default_log2_chunk};
   std::size_t history = 8;                          // patches kept to catch up receivers a few versions behind
   std::chrono::milliseconds ack_timeout{600000};    // publish() stops waiting for a receiver after this long
+  // A receiver that has not acknowledged a version when max(lag_grace, twice the time the slowest in-step
+  // receiver took) has passed is marked lagging: publish() no longer waits for it (so one stalled receiver
+  // never sets the pace of the others) until it has caught up by kept patches or a full transfer. While no
+  // receiver has acknowledged, publish() waits for all of them up to ack_timeout (docs/PROTOCOL.md, "Lag").
+  std::chrono::milliseconds lag_grace{250};
 };
 
 struct receiver_status {
@@ -33,6 +38,8 @@ struct receiver_status {
   std::uint64_t version = 0;
   std::uint64_t bytes_sent = 0;
   std::uint64_t full_transfers = 0;
+  std::uint64_t times_lagging = 0;  // how often publish() stopped waiting for it
+  bool lagging = false;             // behind and not waited for, until it holds the newest version
   std::string last_error;
 };
 
@@ -46,6 +53,7 @@ struct publish_report {
   double seconds = 0;               // publish() call, until every receiver acknowledged
   std::size_t acknowledged = 0;     // receivers at this version when publish() returned
   std::size_t lagging = 0;          // connected receivers not (yet) at this version
+  std::size_t marked_lagging = 0;   // of those, marked lagging during this publish (see lag_grace)
 };
 
 // sender's default transport: not a transport. It exists so that `sender<>` or `sender<rice>` fails with
@@ -172,13 +180,12 @@ class sender {
     state_cv_.notify_all();
     report.target_checksum = stream->target_checksum;
     report.payload_bytes = stream->payload_bytes;
-    // Wait for every connected receiver to reach this version (or drop out, or fall behind by the timeout).
+    // Wait for every connected receiver to reach this version (or drop out, or lag: see lag_grace).
     std::unique_lock lock(state_mutex_);
-    state_cv_.wait_until(lock, start + opt_.ack_timeout, [&] {
-      for (const auto& s : sessions_)
-        if (s->connected && !in_sync(*s)) return false;
-      return true;
-    });
+    published_at_ = start;
+    const std::size_t marked_before = marked_lagging_;
+    wait_for_acks_locked(lock, start + opt_.ack_timeout);
+    report.marked_lagging = marked_lagging_ - marked_before;
     for (const auto& s : sessions_) {
       if (!s->connected) continue;
       if (in_sync(*s)) ++report.acknowledged;
@@ -192,7 +199,8 @@ class sender {
     std::lock_guard lock(state_mutex_);
     std::vector<receiver_status> out;
     for (const auto& s : sessions_)
-      out.push_back({s->id, s->connected, s->has_version, s->version, s->bytes_sent, s->full_transfers, s->last_error});
+      out.push_back({s->id, s->connected, s->has_version, s->version, s->bytes_sent, s->full_transfers, s->times_lagging, s->lagging,
+                     s->last_error});
     return out;
   }
 
@@ -205,6 +213,14 @@ class sender {
         if (s->connected && s->handshaken && (!has_version_ || in_sync(*s))) ++ready;
       return ready >= n;
     });
+  }
+
+  // What publish() does after encoding, for a caller that publishes with ack_timeout 0 and waits itself (in
+  // slices, to stay responsive): waits up to `timeout` for the receivers of the newest version, marking late
+  // ones lagging (see lag_grace). True when none is left to wait for.
+  bool wait_for_acks(std::chrono::milliseconds timeout) {
+    std::unique_lock lock(state_mutex_);
+    return wait_for_acks_locked(lock, clock::now() + timeout);
   }
 
   // Ends every session (in order: each receiver sees the end after what it was sent) and joins the threads.
@@ -240,11 +256,51 @@ class sender {
     std::uint64_t checksum = 0;
     std::uint64_t bytes_sent = 0;
     std::uint64_t full_transfers = 0;
+    std::uint64_t times_lagging = 0;
+    bool lagging = false;
+    clock::time_point synced_at{};  // when it acknowledged the newest version
     std::string last_error;
   };
 
   // The session holds the newest published version (callers hold state_mutex_).
   bool in_sync(const session& s) const { return has_version_ && s.has_version && s.version == version_ && s.checksum == checksum_; }
+
+  // Waits until no connected receiver is left to wait for, or `until`. Receivers not in step once
+  // max(lag_grace, 2 x the slowest in-step one's time) has passed since the publish are marked lagging and
+  // not waited for; while none is in step, all are waited for. True when none is left.
+  bool wait_for_acks_locked(std::unique_lock<std::mutex>& lock, clock::time_point until) {
+    for (;;) {
+      bool pending = false, any_in_step = false;
+      clock::duration slowest{0};
+      for (const auto& s : sessions_) {
+        if (!s->connected) continue;
+        if (in_sync(*s)) {
+          any_in_step = true;
+          slowest = std::max(slowest, s->synced_at - published_at_);
+        } else if (!s->lagging) {
+          pending = true;
+        }
+      }
+      if (!pending) return true;
+      const auto now = clock::now();
+      auto wake = until;
+      if (any_in_step) {
+        const auto mark_at = published_at_ + std::max<clock::duration>(opt_.lag_grace, 2 * slowest);
+        if (now >= mark_at) {
+          for (auto& s : sessions_) {
+            if (!s->connected || in_sync(*s) || s->lagging) continue;
+            s->lagging = true;
+            ++s->times_lagging;
+            ++marked_lagging_;
+          }
+          return true;
+        }
+        wake = std::min(wake, mark_at);
+      }
+      if (now >= until) return false;
+      state_cv_.wait_until(lock, wake);
+    }
+  }
 
   // Encodes into `stream`; with `known_base` (per-bucket base checksums) the base is compared, not hashed;
   // `targets_out` receives the per-bucket target checksums; `advance_base` (the base's memory) is brought to
@@ -382,6 +438,10 @@ class sender {
             s.has_version = true;
             s.version = a.version;
             s.checksum = a.checksum;
+            if (in_sync(s)) {
+              s.synced_at = clock::now();
+              s.lagging = false;  // caught up: waited for again from the next version on
+            }
           }
         } else if (type_of(in) == message_type::nack) {
           nack n;
@@ -435,6 +495,8 @@ class sender {
   std::uint64_t latest_ = 0;
   bool closing_ = false;
   std::size_t next_id_ = 0;
+  clock::time_point published_at_{};    // start of the newest publish()
+  std::size_t marked_lagging_ = 0;      // receivers marked lagging, ever
 };
 
 }  // namespace sync
