@@ -281,21 +281,20 @@ class checkpoint_server {
       if (r.has_version && r.version == version) ++at_version;
       else if (r.lagging) ++lagging;
     }
-    if (lagging > 0)
-      log(std::to_string(lagging) + " subscriber(s) lagging behind version " + std::to_string(version) +
-          ": not waited for; each catches up by kept patches or a full transfer");
+    // Lagging subscribers are not waited for, but named in the log: they catch up, never silently skipped.
+    const std::string lag_note = lagging ? " (" + std::to_string(lagging) + " lagging: catching up by kept patches or a full transfer)" : "";
     const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (!args_.quiet) {
       const double numel = static_cast<double>(report.numel);
       const double changed = static_cast<double>(report.changed);
-      char line[512];
+      char line[640];
       std::snprintf(line, sizeof line,
                     "version %" PRIu64 " <- %s: %s%" PRIu64 " of %" PRIu64 " elements changed (%.3f%%), patch %s (%.1fx smaller than dense), "
-                    "encoded in %.3f s; %zu of %zu subscribers at it after %.3f s",
+                    "encoded in %.3f s; %zu of %zu subscribers at it after %.3f s%s",
                     version, c.name.c_str(), new_layout ? "new layout, " : "", report.changed, report.numel,
                     numel > 0 ? 100.0 * changed / numel : 0.0, human_bytes(static_cast<double>(report.payload_bytes)).c_str(),
                     report.payload_bytes ? static_cast<double>(layout.bytes()) / static_cast<double>(report.payload_bytes) : 0.0,
-                    report.encode_seconds, at_version, connected, report.seconds + waited);
+                    report.encode_seconds, at_version, connected, report.seconds + waited, lag_note.c_str());
       log(line);
     }
   }
