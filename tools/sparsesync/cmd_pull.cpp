@@ -464,6 +464,9 @@ class puller {
 int run_pull(const pull_args& a) {
   const endpoint server = parse_endpoint(a.server, "server", /*allow_zero=*/false);
   if (a.out.empty()) throw failure(exit_usage, "-o OUT is required");
+  // Left by an earlier run that was killed while writing OUT or its sidecar.
+  (void)tools::remove_stale_temps(a.out);
+  (void)tools::remove_stale_temps(detail_pull::sidecar_path(a.out));
   auto options = make_tcp_options(a.security);
   // Idle waits between versions are normal when following; otherwise a silent server is a failure.
   if (!a.follow && a.timeout_s > 0) options.receive_timeout = std::chrono::seconds(a.timeout_s);

@@ -1,5 +1,6 @@
 // sparsesync: send only the changed elements of model weights, losslessly (docs/CLI.md).
 // Only the command line lives here; each command is its own translation unit in sparsesync_cli_lib.
+#include <sparsesync/cli/atomic_file.hpp>
 #include <sparsesync/cli/cmd_apply.hpp>
 #include <sparsesync/cli/cmd_diff.hpp>
 #include <sparsesync/cli/cmd_inspect.hpp>
@@ -14,6 +15,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <csignal>
 #include <cstdio>
 #include <new>
 #include <string>
@@ -25,6 +27,14 @@ namespace {
 
 const char* const version_string = "sparsesync " SPARSESYNC_CLI_STR(SPARSESYNC_VERSION_MAJOR) "." SPARSESYNC_CLI_STR(
     SPARSESYNC_VERSION_MINOR) "." SPARSESYNC_CLI_STR(SPARSESYNC_VERSION_PATCH) " (patch format v1)";
+
+// diff and apply: SIGINT/SIGTERM removes the temporary being written, then ends the process as the signal
+// would. (serve and pull handle both signals on a thread of their own: net_common.hpp, signal_guard.)
+extern "C" void remove_temps_and_die(int sig) {
+  sparsesync::tools::unlink_pending_temps();
+  std::signal(sig, SIG_DFL);
+  std::raise(sig);
+}
 
 }  // namespace
 
@@ -143,6 +153,10 @@ int main(int argc, char** argv) {
 #endif
   try {
     d.quiet = ap.quiet = in.quiet = quiet;
+    if (*diff || *apply) {
+      std::signal(SIGINT, remove_temps_and_die);
+      std::signal(SIGTERM, remove_temps_and_die);
+    }
     if (*diff) return run_diff(d);
     if (*apply) return run_apply(ap);
 #ifdef SPARSESYNC_CLI_NET
