@@ -62,6 +62,7 @@ inline void write_tensors(const model_layout& layout, std::span<const const_tens
 
 int run_apply(const apply_args& a) {
   static_assert(std::endian::native == std::endian::little, "safetensors data and patch words are little-endian");
+  refuse_same_file(a.out, a.patch, "-o", "PATCH");  // OUT may be BASE (an in-place update), never the patch
   (void)tools::remove_stale_temps(a.out);  // left by an earlier run that was killed while writing OUT
   // 1. The patch on its own: structure, checksums, tiling, the stored target header.
   const mapped_file patch_file = mapped_file::open(a.patch, "PATCH");

@@ -49,6 +49,17 @@ int main(int argc, char** argv) {
   bool quiet = false;
   app.add_flag("-q,--quiet", quiet, "Print no summary and no progress bar (errors still go to stderr)");
 
+  // --bucket-bytes after its size suffix is resolved: CLI::PositiveNumber would print a 309-digit range.
+  const CLI::Validator at_least_one_byte(
+      [](std::string& v) -> std::string {
+        try {
+          return std::stoull(v) >= 1 ? std::string() : std::string("must be at least 1 byte (e.g. 16MiB)");
+        } catch (...) {
+          return "must be a size in bytes (suffixes: k, M, G, KiB, MiB, GiB)";
+        }
+      },
+      "SIZE >= 1");
+
   // --encoder: every row of the encoder table (names and aliases), or auto.
   std::vector<std::string> encoder_choices{"auto"};
   for (const auto& r : sparsesync::encoder_table) {
@@ -69,7 +80,7 @@ int main(int argc, char** argv) {
   diff->add_option("--bucket-bytes", d.bucket_bytes, "Bytes of weights per bucket (suffixes: k, M, G, KiB, MiB, GiB)")
       ->capture_default_str()
       ->transform(CLI::AsSizeValue(false))
-      ->check(CLI::PositiveNumber);
+      ->check(at_least_one_byte);
   diff->add_option("--chunk-log2", d.chunk_log2, "log2 of the chunk size in elements (the unit of parallel decoding)")
       ->capture_default_str()
       ->check(CLI::Range(8, 24));
@@ -113,7 +124,7 @@ int main(int argc, char** argv) {
   serve->add_option("--bucket-bytes", sv.bucket_bytes, "Bytes of weights per bucket, the unit of pipelining (suffixes: k, M, G, KiB, MiB, GiB)")
       ->capture_default_str()
       ->transform(CLI::AsSizeValue(false))
-      ->check(CLI::PositiveNumber);
+      ->check(at_least_one_byte);
   serve->add_option("--chunk-log2", sv.chunk_log2, "log2 of the chunk size in elements")->capture_default_str()->check(CLI::Range(8, 24));
   serve->add_option("--poll-ms", sv.poll_ms, "How often DIR is scanned for new checkpoints")->capture_default_str()->check(CLI::Range(10, 600000));
   serve->add_option("--history", sv.history, "Versions kept as patches for subscribers that are behind (older ones get a full transfer)")
@@ -138,6 +149,24 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   pull->footer(net_exit_code_help);
 #endif
+
+  // CLI11 takes an unknown first word for a stray positional and says "A subcommand is required".
+  for (int i = 1; i < argc; ++i) {
+    const std::string w = argv[i];
+    if (w.empty() || w[0] == '-') continue;
+    bool known = false;
+    std::string names;
+    for (const auto* sub : app.get_subcommands({})) {
+      known = known || sub->get_name() == w;
+      names += (names.empty() ? "" : ", ") + sub->get_name();
+    }
+    if (!known) {
+      std::fprintf(stderr, "sparsesync: unknown subcommand '%s' (expected one of: %s)\nRun with --help for more information.\n", w.c_str(),
+                   names.c_str());
+      return exit_usage;
+    }
+    break;
+  }
 
   try {
     app.parse(argc, argv);
