@@ -340,9 +340,13 @@ class checkpoint_server {
       std::optional<asio_tcp_transport> established;
       try {
         established.emplace(h.pending->establish());
-      } catch (...) {
+      } catch (const std::exception& e) {
         --unauthenticated_;
-        throw;
+        if (!stopping()) log_error(std::string("refused a connection: ") + e.what());
+        std::lock_guard lock(h.link_mutex);
+        h.pending.reset();
+        h.done = true;
+        return;
       }
       --unauthenticated_;
       {
