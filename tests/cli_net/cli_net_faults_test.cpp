@@ -95,3 +95,25 @@ TEST_CASE("pull --follow: a handshake damaged on the way after earlier success i
   CHECK(r.rc == 8);
   CHECK(r.err.find("authentication failed") != std::string::npos);
 }
+
+TEST_CASE("pull --insecure-no-auth: a byte flipped in the catalog's header never reaches an up-to-date OUT") {
+  temp_dir t;
+  server s(t.path, fs::path(), {"--insecure-no-auth"});
+  trainer tr;
+  const auto v1 = tr.drop(s.watch(), "step-1.safetensors");
+  s.wait_published(1);
+  flaky_proxy proxy(port_of(s));
+  const std::string via = "127.0.0.1:" + std::to_string(proxy.port());
+  const auto out = t / "out.safetensors";
+  auto r = run({SPARSESYNC_CLI_PATH, "pull", via, "-o", out.string(), "--insecure-no-auth", "--timeout", "60"}, t.path, 90s);
+  REQUIRE_MESSAGE(r.rc == 0, r.err);
+  REQUIRE(same_file(out, v1));
+
+  // OUT holds version 1, but the catalog's header now says step "0": a header no published file has.
+  REQUIRE(slurp(out).find("\"step\":\"1\"") != std::string::npos);
+  proxy.flip_server_pattern(2, "\"step\":\"1\"", 8);
+  r = run({SPARSESYNC_CLI_PATH, "pull", via, "-o", out.string(), "--insecure-no-auth", "--timeout", "60"}, t.path, 90s);
+  REQUIRE_MESSAGE(r.rc == 0, r.err);
+  CHECK(same_file(out, v1));  // byte for byte the published file, header included
+  CHECK(r.err.find("asking for a full transfer") != std::string::npos);
+}

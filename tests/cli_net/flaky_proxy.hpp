@@ -1,5 +1,6 @@
 // A TCP relay on 127.0.0.1 between a puller and `sparsesync serve` that damages chosen connections: it flips
-// one byte of what the server sends on the n-th connection, and can cut every open connection at once.
+// one byte of what the server sends on the n-th connection (at an offset, or in the first occurrence of a
+// byte pattern within one read), and can cut every open connection at once.
 // Threads and blocking sockets: a test tool, not a model of a network.
 #pragma once
 
@@ -15,6 +16,9 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string>
+#include <string_view>
+#include <utility>
 #include <thread>
 #include <vector>
 
@@ -57,6 +61,13 @@ class flaky_proxy {
     flips_[n] = offset;
   }
 
+  // On connection number `n`, flip the lowest bit of byte `at` of the first occurrence of `pattern` in the
+  // server-to-client stream (found within one read: meant for small frames).
+  void flip_server_pattern(int n, std::string pattern, std::size_t at) {
+    std::lock_guard lock(mutex_);
+    patterns_[n] = {std::move(pattern), at};
+  }
+
   // Ends every open connection abruptly, on both sides.
   void cut_all() {
     std::lock_guard lock(mutex_);
@@ -89,23 +100,32 @@ class flaky_proxy {
       }
       const int n = ++connections_;
       std::int64_t flip = -1;
+      std::pair<std::string, std::size_t> pattern;
       std::lock_guard lock(mutex_);
       if (auto f = flips_.find(n); f != flips_.end()) flip = static_cast<std::int64_t>(f->second);
+      if (auto f = patterns_.find(n); f != patterns_.end()) pattern = f->second;
       fds_.push_back(client);
       fds_.push_back(upstream);
-      pumps_.emplace_back([client, upstream] { pump(client, upstream, -1); });
-      pumps_.emplace_back([client, upstream, flip] { pump(upstream, client, flip); });
+      pumps_.emplace_back([client, upstream] { pump(client, upstream, -1, {}); });
+      pumps_.emplace_back([client, upstream, flip, pattern] { pump(upstream, client, flip, pattern); });
     }
   }
 
   // Copies from -> to until either side ends, flipping the byte at `flip` (if >= 0); then ends both.
-  static void pump(int from, int to, std::int64_t flip) {
+  static void pump(int from, int to, std::int64_t flip, std::pair<std::string, std::size_t> pattern) {
     std::vector<unsigned char> buf(1 << 16);
     std::int64_t at = 0;
     for (;;) {
       const ssize_t n = ::recv(from, buf.data(), buf.size(), 0);
       if (n <= 0) break;
       if (flip >= at && flip < at + n) buf[static_cast<std::size_t>(flip - at)] ^= 0x01;
+      if (!pattern.first.empty()) {
+        const std::string_view seen(reinterpret_cast<const char*>(buf.data()), static_cast<std::size_t>(n));
+        if (const auto p = seen.find(pattern.first); p != std::string_view::npos) {
+          buf[p + pattern.second] ^= 0x01;
+          pattern.first.clear();
+        }
+      }
       at += n;
       std::size_t sent = 0;
       while (sent < static_cast<std::size_t>(n)) {
@@ -127,6 +147,7 @@ class flaky_proxy {
   std::thread accept_thread_;
   std::mutex mutex_;  // guards what follows
   std::map<int, std::uint64_t> flips_;
+  std::map<int, std::pair<std::string, std::size_t>> patterns_;
   std::vector<int> fds_;
   std::vector<std::thread> pumps_;
 };
