@@ -137,9 +137,9 @@ class staged_patch {
       });
       if (actual_base != h.base_checksum) return {errc::base_mismatch, "the receiver's weights are not the patch's base"};
     }
-    // h.changed is validated (at most the bucket's elements); grow geometrically so buckets stay amortised.
-    if (const std::size_t need = changes_.size() + h.changed; changes_.capacity() < need)
-      changes_.reserve(std::max(need, 2 * changes_.capacity()));
+    // Room for a chunk's changes is made once the chunk decoded (geometric growth keeps it amortised): the
+    // header's change count is only a claim, and reserving it up front would let a crafted patch that
+    // claims every element changed cost 16 bytes per element before anything is verified.
     // Decode every chunk first (bits = coded values), then read the model in one pass that prefetches a
     // fixed distance ahead: the old values are scattered over the bucket, and reading them is most of the work.
     const std::size_t from = changes_.size();
@@ -165,6 +165,8 @@ class staged_patch {
       if (auto s = E::template decode<W>(data, ctx, positions, values); !s) return s.prefix("chunk " + std::to_string(c));
       if (positions.size() != ce.changes || values.size() != ce.changes)
         return {errc::malformed, "chunk " + std::to_string(c) + ": decoder returned the wrong change count"};
+      if (const std::size_t need = changes_.size() + positions.size(); changes_.capacity() < need)
+        changes_.reserve(std::max(need, 2 * changes_.capacity()));
       std::size_t i = 0;
       detail::for_each_run(layout_, b.segments, starts, first, ctx.numel, [&](const detail::bucket_run& r) {
         const std::uint64_t run_first = r.bucket_first - first;
