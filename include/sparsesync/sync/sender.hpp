@@ -151,7 +151,12 @@ class sender {
         // Our own snapshot's bucket checksums are known from the last publish: compare it, do not rehash it.
         const bool known = has_version_ && !bucket_checksums_.empty();
         const auto storage = in_place ? snapshot_.mutable_views() : std::vector<tensor_view>{};
-        encode_stream(base, weights, po, *stream, &report, known ? &bucket_checksums_ : nullptr, &bucket_checksums_, storage);
+        if (in_place) {
+          encode_stream(base, weights, po, *stream, &report, known ? &bucket_checksums_ : nullptr, &bucket_checksums_, storage);
+        } else {
+          po.encode.mode = value_mode::absolute;  // from zero: a full transfer, see dense_transfer
+          encode_stream<dense_transfer>(base, weights, po, *stream, &report, nullptr, &bucket_checksums_);
+        }
       } catch (...) {
         bucket_checksums_.clear();
         stream->finish(false);
@@ -176,6 +181,12 @@ class sender {
       version_ = version;
       checksum_ = stream->target_checksum;
       metadata_.assign(metadata.begin(), metadata.end());
+      if (stream->from_zero) {
+        // A model-sized stream: not kept as history beside the snapshot; the sessions sending it own it, and
+        // later full transfers reuse it while any of them is still alive.
+        std::erase(history_, stream);
+        full_ = stream;
+      }
     }
     state_cv_.notify_all();
     report.target_checksum = stream->target_checksum;
@@ -305,10 +316,11 @@ class sender {
   // Encodes into `stream`; with `known_base` (per-bucket base checksums) the base is compared, not hashed;
   // `targets_out` receives the per-bucket target checksums; `advance_base` (the base's memory) is brought to
   // the target bucket by bucket.
+  template <class S = Sel>
   void encode_stream(std::span<const const_tensor_view> base, std::span<const const_tensor_view> target, const patch_options& po,
                      version_stream& stream, publish_report* report_or_null, const std::vector<std::uint64_t>* known_base,
                      std::vector<std::uint64_t>* targets_out, std::span<const tensor_view> advance_base = {}) {
-    patch_encoder<Sel, Policy> enc(layout_, base, target, po, policy_);
+    patch_encoder<S, Policy> enc(layout_, base, target, po, policy_);
     if (known_base && known_base->size() == enc.bucket_count()) enc.use_known_base_checksums(*known_base);
     if (!advance_base.empty()) enc.advance_base(advance_base);
     std::vector<unsigned char> bytes;
@@ -335,13 +347,19 @@ class sender {
     stream.finish(true);
   }
 
-  // A full transfer of the newest version, encoded once and shared by every session that needs one.
+  // Full transfers (from the all-zero model) are dense: a bitmap of the nonzero elements and their raw bits
+  // (absolute values), which costs a pass over the model and ~1/16 to 1/32 more bytes than it, where entropy
+  // coding (auto's trial of every encoder on every chunk) would cost seconds per GB for a few % less.
+  using dense_transfer = bitmap;
+
+  // A full transfer of the newest version, encoded once and shared by every session sending it (it is
+  // freed once the last of them is done: full_ does not keep it).
   std::shared_ptr<version_stream> full_stream() {
     std::shared_lock snap(snapshot_mutex_);
     std::lock_guard build(full_mutex_);
     {
       std::lock_guard lock(state_mutex_);
-      if (full_ && full_->target_version == version_) return full_;
+      if (auto f = full_.lock(); f && f->target_version == version_) return f;
     }
     auto stream = std::make_shared<version_stream>();
     stream->from_zero = true;
@@ -356,12 +374,12 @@ class sender {
     std::vector<const_tensor_view> zero = snapshot_.views();
     for (auto& v : zero) v.data = nullptr;
     patch_options po;
-    po.encode = opt_.encode;
+    po.encode = {value_mode::absolute, opt_.encode.log2_chunk};
     po.base_version = 0;
     po.target_version = version;
     po.metadata = metadata;
     po.include_layout = false;
-    encode_stream(zero, snapshot_.views(), po, *stream, nullptr, nullptr, nullptr);
+    encode_stream<dense_transfer>(zero, snapshot_.views(), po, *stream, nullptr, nullptr, nullptr);
     std::lock_guard lock(state_mutex_);
     full_ = stream;
     return stream;
@@ -487,7 +505,7 @@ class sender {
   std::condition_variable state_cv_;
   std::list<std::unique_ptr<session>> sessions_;
   std::deque<std::shared_ptr<version_stream>> history_;
-  std::shared_ptr<version_stream> full_;
+  std::weak_ptr<version_stream> full_;  // the full transfer being sent, if any (sessions own it)
   std::vector<unsigned char> metadata_;
   bool has_version_ = false;            // the snapshot holds a published version
   std::uint64_t version_ = 0, checksum_ = 0;
