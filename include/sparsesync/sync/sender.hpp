@@ -186,6 +186,7 @@ class sender {
         // later full transfers reuse it while any of them is still alive.
         std::erase(history_, stream);
         full_ = stream;
+        published_from_zero_ = stream;
       }
     }
     state_cv_.notify_all();
@@ -390,6 +391,9 @@ class sender {
     for (const auto& h : history_)
       if (!h->from_zero && s.has_version && h->base_version == s.version && h->base_checksum == s.checksum) return h;
     if (history_.size() == 1 && history_.front()->from_zero && !s.has_version) return history_.front();  // the first publish
+    // ... and once encoded, while a session still sends it: a receiver without a version that was too late to
+    // take it from the history gets the same stream, as part of the publish (not as a full transfer).
+    if (auto f = published_from_zero_.lock(); f && !s.has_version && f->target_version == latest_) return f;
     return nullptr;
   }
 
@@ -506,6 +510,7 @@ class sender {
   std::list<std::unique_ptr<session>> sessions_;
   std::deque<std::shared_ptr<version_stream>> history_;
   std::weak_ptr<version_stream> full_;  // the full transfer being sent, if any (sessions own it)
+  std::weak_ptr<version_stream> published_from_zero_;  // a publish from zero, while sessions send it
   std::vector<unsigned char> metadata_;
   bool has_version_ = false;            // the snapshot holds a published version
   std::uint64_t version_ = 0, checksum_ = 0;
