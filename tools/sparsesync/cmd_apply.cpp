@@ -20,28 +20,37 @@ namespace sparsesync::cli {
 
 namespace detail_apply {
 
-// Streams BASE's tensors, in layout (= data-offset) order, into `out` with the staged changes applied.
-// The changes come sorted by (tensor, offset): buckets tile the layout in order and positions increase.
-inline void write_tensors(const model_layout& layout, std::span<const const_tensor_view> base, const std::vector<staged_change>& changes,
-                          tools::file_sink& out) {
-  constexpr std::uint64_t block = 8u << 20;  // bytes per write
-  std::vector<unsigned char> buf;
-  std::size_t next = 0;
-  for (std::uint32_t t = 0; t < layout.size(); ++t) {
-    const unsigned w = size_of(layout[t].dtype);
-    const std::uint64_t bytes = layout[t].bytes();
-    const auto* src = static_cast<const unsigned char*>(base[t].data);
-    for (std::uint64_t at = 0; at < bytes; at += block) {
-      const std::uint64_t n = std::min(block, bytes - at);
+// Writes BASE's tensors to `out` in layout (= data-offset) order, a verified bucket at a time: each call
+// writes the elements up to a flat index with that bucket's staged changes applied, so apply holds one
+// bucket's changes, never the whole patch's. The changes come sorted by (tensor, offset): buckets tile the
+// layout in order and positions increase.
+class tensor_writer {
+ public:
+  tensor_writer(const model_layout& layout, std::span<const const_tensor_view> base, tools::file_sink& out)
+      : layout_(layout), base_(base), out_(out) {}
+
+  void write_until(std::uint64_t upto, std::span<const staged_change> changes) {
+    constexpr std::uint64_t block = 8u << 20;  // bytes per write
+    std::size_t next = 0;
+    while (flat_ < upto) {
+      if (tensor_ >= layout_.size()) throw failure(exit_internal, "buckets cover more elements than the layout");
+      const auto& info = layout_[tensor_];
+      if (offset_ == info.numel()) {
+        ++tensor_;
+        offset_ = 0;
+        continue;
+      }
+      const unsigned w = size_of(info.dtype);
+      const std::uint64_t n = std::min({info.numel() - offset_, upto - flat_, block / w});
+      const auto* src = static_cast<const unsigned char*>(base_[tensor_].data);
       if (src)
-        buf.assign(src + at, src + at + n);
+        buf_.assign(src + offset_ * w, src + (offset_ + n) * w);
       else
-        buf.assign(n, 0);  // a full transfer: the base is the all-zero model
-      const std::uint64_t first = at / w, last = (at + n) / w;  // blocks hold whole elements (block % 4 == 0)
-      for (; next < changes.size() && changes[next].tensor == t && changes[next].offset < last; ++next) {
+        buf_.assign(n * w, 0);  // a full transfer: the base is the all-zero model
+      for (; next < changes.size() && changes[next].tensor == tensor_ && changes[next].offset < offset_ + n; ++next) {
         const auto& c = changes[next];
-        if (c.offset < first) throw failure(exit_internal, "staged changes are not in layout order");
-        unsigned char* p = buf.data() + (c.offset - first) * w;
+        if (c.offset < offset_) throw failure(exit_internal, "staged changes are not in layout order");
+        unsigned char* p = buf_.data() + (c.offset - offset_) * w;
         switch (w) {
           case 1: *p = static_cast<std::uint8_t>(c.bits); break;
           case 2: {
@@ -52,16 +61,29 @@ inline void write_tensors(const model_layout& layout, std::span<const const_tens
           default: std::memcpy(p, &c.bits, 4); break;
         }
       }
-      out.write(buf);
+      out_.write(buf_);
+      offset_ += n;
+      flat_ += n;
     }
+    if (next != changes.size()) throw failure(exit_internal, "staged changes are not in layout order");
   }
-  if (next != changes.size()) throw failure(exit_internal, "staged changes are not in layout order");
-}
+
+ private:
+  const model_layout& layout_;
+  std::span<const const_tensor_view> base_;
+  tools::file_sink& out_;
+  std::vector<unsigned char> buf_;
+  std::size_t tensor_ = 0;
+  std::uint64_t offset_ = 0;  // element offset within tensor_
+  std::uint64_t flat_ = 0;    // elements written
+};
 
 }  // namespace detail_apply
 
 int run_apply(const apply_args& a) {
   static_assert(std::endian::native == std::endian::little, "safetensors data and patch words are little-endian");
+  refuse_same_file(a.out, a.patch, "-o", "PATCH");  // OUT may be BASE (an in-place update), never the patch
+  (void)tools::remove_stale_temps(a.out);  // left by an earlier run that was killed while writing OUT
   // 1. The patch on its own: structure, checksums, tiling, the stored target header.
   const mapped_file patch_file = mapped_file::open(a.patch, "PATCH");
   const auto patch = patch_file.bytes();
@@ -97,8 +119,13 @@ int run_apply(const apply_args& a) {
   auto views = base.views();
   if (ph.flags & flag_from_zero)
     for (auto& v : views) v.data = nullptr;
+  // 4. OUT is written into a temporary file as the patch decodes (one chunk's changes in memory, not the
+  // whole patch's); the temporary becomes OUT only once every check below passed, and is removed otherwise.
   staged_patch staged(base.layout(), views);
-  {
+  tools::write_file_atomic(a.out, [&](tools::file_sink& sink) {
+    sink.write(out_header);
+    detail_apply::tensor_writer writer(base.layout(), views, sink);
+    staged.stream_to([&](std::uint64_t flat_end, std::span<const staged_change> changes) { writer.write_until(flat_end, changes); });
     progress bar("apply", ph.bucket_count, !a.quiet);
     std::size_t pos = ps.prologue.bytes;
     for (std::uint32_t b = 0; b < ph.bucket_count; ++b) {
@@ -111,14 +138,10 @@ int run_apply(const apply_args& a) {
       pos += used;
       bar.update(b + 1);
     }
+    bar.done();
     if (pos != patch.size()) throw failure(exit_bad_patch, "PATCH " + a.patch + ": trailing bytes after the last bucket");
-  }
-  check(staged.finish(ph), "PATCH " + a.patch);
-
-  // 4. Only now is anything written: the stored header, then the tensors in data-offset order.
-  tools::write_file_atomic(a.out, [&](tools::file_sink& sink) {
-    sink.write(out_header);
-    detail_apply::write_tensors(base.layout(), views, staged.changes(), sink);
+    check(staged.finish(ph), "PATCH " + a.patch);
+    writer.write_until(base.layout().numel(), {});  // empty tensors at the end, if any
   });
   if (!a.quiet) {
     std::printf("apply: %" PRIu64 " of %" PRIu64 " elements changed in %u buckets; base and target checksums verified; wrote %s\n",

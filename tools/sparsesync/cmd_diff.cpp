@@ -40,6 +40,9 @@ int run_diff(const diff_args& a) {
   if (!mode) throw failure(exit_usage, "--values must be absolute or ulp, not '" + a.values + "'");
   if (a.chunk_log2 < min_log2_chunk || a.chunk_log2 > max_log2_chunk) throw failure(exit_usage, "--chunk-log2 must lie in [8, 24]");
   if (a.bucket_bytes == 0) throw failure(exit_usage, "--bucket-bytes must be positive");
+  refuse_same_file(a.out, a.base, "-o", "BASE");
+  refuse_same_file(a.out, a.next, "-o", "NEW");
+  (void)tools::remove_stale_temps(a.out);  // left by an earlier run that was killed while writing OUT
 
   const checkpoint base = checkpoint::open(a.base, "BASE");
   const checkpoint next = checkpoint::open(a.next, "NEW");

@@ -306,15 +306,23 @@ class puller {
     }
   }
 
+  // A failed key proof or TLS handshake means a wrong key or certificate (exit 8) the first time; after this
+  // run once authenticated with the same server and the same key, it is far more likely a handshake damaged
+  // on the way (one flipped byte fails a proof), so it is retried like any network error, saying why.
   std::shared_ptr<asio_tcp_transport> connect() {
     try {
       auto link = std::make_shared<asio_tcp_transport>(asio_tcp_transport::connect(server_.host, server_.port, options_));
       std::lock_guard lock(mutex_);
       if (stopping_) link->abort();
       link_ = link;
+      authenticated_once_ = true;
       return link;
     } catch (const transport_error& e) {
-      throw as_failure(e, "cannot connect to " + server_.text());
+      failure f = as_failure(e, "cannot connect to " + server_.text());
+      if (f.code() != exit_auth || !authenticated_once_ || e.transport_code() == transport_errc::key_file) throw f;
+      throw failure(exit_network, std::string(f.what()) +
+                                      " (this run authenticated with the server before: taken for a handshake damaged on the way, "
+                                      "so retrying; if the keys changed, this repeats)");
     }
   }
 
@@ -328,6 +336,9 @@ class puller {
       throw;
     } catch (const transport_error& e) {
       drop_link();
+      // After the handshake, a TLS failure ("bad record mac") is a record damaged on the way, not a wrong
+      // certificate: the connection is lost, as with any other damage the frames' checks catch.
+      if (e.transport_code() == transport_errc::tls) throw failure(exit_network, server_.text() + ": " + e.what() + " (damaged on the way)");
       throw as_failure(e, server_.text());
     } catch (const sparsesync::error& e) {
       drop_link();
@@ -345,6 +356,10 @@ class puller {
   bool session() {
     using clock = std::chrono::steady_clock;
     local_state local = load_local();
+    if (ask_full_) {
+      local.has_version = false;
+      ask_full_ = false;
+    }
     auto link = connect();
 
     pull_request req;
@@ -366,6 +381,15 @@ class puller {
     const bool same_layout = local.image && local.layout_hash == cat.layout_hash;
     if (same_layout && local.has_version && local.version == cat.version && local.checksum == cat.checksum) {
       // OUT holds the newest tensors; make its header the server's too (byte-identical file).
+      if (!std::ranges::equal(local.image->header(), cat.header) && !link->authenticated() && !link->encrypted()) {
+        // Without authentication nothing vouches for the catalog's header (a flipped byte would be written
+        // into OUT): take the version again in full, where the patch's metadata checksum covers the header.
+        log("the catalog's header differs from OUT's and the connection is unauthenticated: asking for a full transfer, "
+            "whose header is checksummed");
+        ask_full_ = true;
+        link->close();
+        return false;
+      }
       if (!std::ranges::equal(local.image->header(), cat.header)) {
         local.image->set_header(cat.header);
         commit(*local.image, cat.version, cat.checksum);
@@ -447,11 +471,16 @@ class puller {
   std::condition_variable cv_;
   bool stopping_ = false;
   std::shared_ptr<asio_tcp_transport> link_;  // the current connection, for stop()
+  bool authenticated_once_ = false;             // a handshake with this server succeeded in this run
+  bool ask_full_ = false;                       // the next session asks for a full transfer (see session())
 };
 
 int run_pull(const pull_args& a) {
   const endpoint server = parse_endpoint(a.server, "server", /*allow_zero=*/false);
   if (a.out.empty()) throw failure(exit_usage, "-o OUT is required");
+  // Left by an earlier run that was killed while writing OUT or its sidecar.
+  (void)tools::remove_stale_temps(a.out);
+  (void)tools::remove_stale_temps(detail_pull::sidecar_path(a.out));
   auto options = make_tcp_options(a.security);
   // Idle waits between versions are normal when following; otherwise a silent server is a failure.
   if (!a.follow && a.timeout_s > 0) options.receive_timeout = std::chrono::seconds(a.timeout_s);

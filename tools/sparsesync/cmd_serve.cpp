@@ -1,10 +1,11 @@
 // `sparsesync serve --listen HOST:PORT --watch DIR`: publishes every new checkpoint that appears in DIR as the
 // next version to every subscriber (docs/CLI.md, "Network mode").
 //
-// Threads: the main thread watches DIR and publishes; one thread accepts connections (the transport
-// handshake runs there, one at a time, bounded by its timeout); each accepted connection gets a short-lived
-// handler thread for the pull request and the catalog, then belongs to the sync::sender, which runs its
-// session on a thread of its own. A file whose layout differs from the current one starts a new sender:
+// Threads: the main thread watches DIR and publishes; one thread accepts connections and does nothing else;
+// each accepted connection gets a short-lived handler thread for the transport handshake (bounded by its
+// timeout, so a silent peer holds only its own thread), the pull request and the catalog, then belongs to
+// the sync::sender, which runs its session on a thread of its own. At most max_handshakes connections may be
+// unauthenticated at once; one more is closed at once. A file whose layout differs from the current one starts a new sender:
 // the old one ends its sessions in order and pullers reconnect to the new layout.
 #include <sparsesync/cli/cmd_serve.hpp>
 
@@ -181,8 +182,9 @@ class checkpoint_server {
   struct handler {
     std::thread thread;
     std::atomic<bool> done{false};
-    std::mutex link_mutex;                    // guards `link` against abort() from shutdown
-    std::optional<asio_tcp_transport> link;   // until the sender takes it
+    std::mutex link_mutex;                    // guards `pending` and `link` against abort() from shutdown
+    std::optional<asio_tcp_pending> pending;  // until its handshake ends
+    std::optional<asio_tcp_transport> link;   // after it, until the sender takes it
   };
 
   struct newest_version {
@@ -266,32 +268,33 @@ class checkpoint_server {
       replaced->close();
     }
     // Wait (bounded) for the subscribers, so that the log says who has it and a burst of new files does not
-    // run further ahead of them than the kept history.
+    // run further ahead of them than the kept history. A subscriber much slower than the others is marked
+    // lagging and not waited for (sync::sender_options::lag_grace): it catches up on its own.
     const auto start = std::chrono::steady_clock::now();
     const auto deadline = start + std::chrono::milliseconds(args_.ack_timeout_ms);
-    std::size_t connected = 0, at_version = 0;
-    for (;;) {
-      connected = at_version = 0;
-      for (const auto& r : tx->receivers()) {
-        if (!r.connected) continue;
-        ++connected;
-        if (r.has_version && r.version == version) ++at_version;
-      }
-      if (at_version == connected || std::chrono::steady_clock::now() >= deadline || stopping()) break;
-      (void)tx->wait_for_receivers(connected, std::chrono::milliseconds(100));
+    while (!tx->wait_for_acks(std::chrono::milliseconds(100)) && std::chrono::steady_clock::now() < deadline && !stopping()) {
     }
+    std::size_t connected = 0, at_version = 0, lagging = 0;
+    for (const auto& r : tx->receivers()) {
+      if (!r.connected) continue;
+      ++connected;
+      if (r.has_version && r.version == version) ++at_version;
+      else if (r.lagging) ++lagging;
+    }
+    // Lagging subscribers are not waited for, but named in the log: they catch up, never silently skipped.
+    const std::string lag_note = lagging ? " (" + std::to_string(lagging) + " lagging: catching up by kept patches or a full transfer)" : "";
     const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (!args_.quiet) {
       const double numel = static_cast<double>(report.numel);
       const double changed = static_cast<double>(report.changed);
-      char line[512];
+      char line[640];
       std::snprintf(line, sizeof line,
                     "version %" PRIu64 " <- %s: %s%" PRIu64 " of %" PRIu64 " elements changed (%.3f%%), patch %s (%.1fx smaller than dense), "
-                    "encoded in %.3f s; %zu of %zu subscribers at it after %.3f s",
+                    "encoded in %.3f s; %zu of %zu subscribers at it after %.3f s%s",
                     version, c.name.c_str(), new_layout ? "new layout, " : "", report.changed, report.numel,
                     numel > 0 ? 100.0 * changed / numel : 0.0, human_bytes(static_cast<double>(report.payload_bytes)).c_str(),
                     report.payload_bytes ? static_cast<double>(layout.bytes()) / static_cast<double>(report.payload_bytes) : 0.0,
-                    report.encode_seconds, at_version, connected, report.seconds + waited);
+                    report.encode_seconds, at_version, connected, report.seconds + waited, lag_note.c_str());
       log(line);
     }
   }
@@ -299,14 +302,15 @@ class checkpoint_server {
   void accept_loop() {
     while (!stopping()) {
       try {
-        auto link = listener_->accept();
+        auto pending = listener_->accept_pending();
         reap_handlers(false);
-        if (handlers_.size() >= args_.max_handshakes) {
-          log_error("refused " + link.peer() + ": " + std::to_string(handlers_.size()) + " connections are already being set up");
-          continue;  // the transport's destructor drops it
+        if (unauthenticated_.load() >= args_.max_handshakes) {
+          log_error("refused " + pending.peer() + ": " + std::to_string(args_.max_handshakes) + " connections are already unauthenticated");
+          continue;  // its destructor closes it
         }
+        ++unauthenticated_;
         auto& h = handlers_.emplace_back(std::make_unique<handler>());
-        h->link.emplace(std::move(link));
+        h->pending.emplace(std::move(pending));
         h->thread = std::thread([this, raw = h.get()] { handle(*raw); });
       } catch (const transport_error& e) {
         if (stopping()) break;
@@ -331,8 +335,25 @@ class checkpoint_server {
 
   // The pull request, the catalog, then hand the connection to the sender.
   void handle(handler& h) {
-    std::string peer;
+    std::string peer = h.pending->peer();
     try {
+      std::optional<asio_tcp_transport> established;
+      try {
+        established.emplace(h.pending->establish());
+      } catch (const std::exception& e) {
+        --unauthenticated_;
+        if (!stopping()) log_error(std::string("refused a connection: ") + e.what());
+        std::lock_guard lock(h.link_mutex);
+        h.pending.reset();
+        h.done = true;
+        return;
+      }
+      --unauthenticated_;
+      {
+        std::lock_guard lock(h.link_mutex);
+        h.pending.reset();
+        h.link.emplace(std::move(*established));
+      }
       peer = h.link->peer();
       std::vector<std::byte> in;
       if (!h.link->receive(in)) throw error(errc::truncated, "closed before sending a pull request");
@@ -374,6 +395,7 @@ class checkpoint_server {
     }
     {
       std::lock_guard lock(h.link_mutex);
+      h.pending.reset();
       h.link.reset();
     }
     h.done = true;
@@ -386,6 +408,7 @@ class checkpoint_server {
     if (accept_thread_.joinable()) accept_thread_.join();
     for (auto& h : handlers_) {
       std::lock_guard lock(h->link_mutex);
+      if (h->pending) h->pending->abort();
       if (h->link) h->link->abort();
     }
     reap_handlers(true);
@@ -405,6 +428,7 @@ class checkpoint_server {
   std::unique_ptr<asio_tcp_listener> listener_;
   std::thread accept_thread_;
   std::list<std::unique_ptr<handler>> handlers_;  // accept thread only (and shutdown, after joining it)
+  std::atomic<std::size_t> unauthenticated_{0};   // handlers still in their handshake
   std::uint64_t next_version_ = 1;
   bool shut_down_ = false;
 
@@ -428,6 +452,8 @@ int run_serve(const serve_args& a) {
   // The server only ever waits for a peer's hello and acknowledgements, which a live peer sends promptly:
   // this bounds how long a vanished or stuck subscriber can hold a session (and shutdown).
   options.receive_timeout = std::chrono::seconds(a.peer_timeout_s);
+  // A burst of pullers (a fleet starting) must queue in the kernel, not be refused: handshakes run in parallel.
+  options.listen_backlog = 4096;
   signal_guard signals;  // before the first thread (the listener's) starts
   int rc = exit_ok;
   visit_selection(a.encoder, [&]<class Sel>() {

@@ -1,5 +1,6 @@
 // sparsesync: send only the changed elements of model weights, losslessly (docs/CLI.md).
 // Only the command line lives here; each command is its own translation unit in sparsesync_cli_lib.
+#include <sparsesync/cli/atomic_file.hpp>
 #include <sparsesync/cli/cmd_apply.hpp>
 #include <sparsesync/cli/cmd_diff.hpp>
 #include <sparsesync/cli/cmd_inspect.hpp>
@@ -14,6 +15,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <csignal>
 #include <cstdio>
 #include <new>
 #include <string>
@@ -25,6 +27,14 @@ namespace {
 
 const char* const version_string = "sparsesync " SPARSESYNC_CLI_STR(SPARSESYNC_VERSION_MAJOR) "." SPARSESYNC_CLI_STR(
     SPARSESYNC_VERSION_MINOR) "." SPARSESYNC_CLI_STR(SPARSESYNC_VERSION_PATCH) " (patch format v1)";
+
+// diff and apply: SIGINT/SIGTERM removes the temporary being written, then ends the process as the signal
+// would. (serve and pull handle both signals on a thread of their own: net_common.hpp, signal_guard.)
+extern "C" void remove_temps_and_die(int sig) {
+  sparsesync::tools::unlink_pending_temps();
+  std::signal(sig, SIG_DFL);
+  std::raise(sig);
+}
 
 }  // namespace
 
@@ -38,6 +48,17 @@ int main(int argc, char** argv) {
   app.fallthrough();  // -q works after the subcommand too
   bool quiet = false;
   app.add_flag("-q,--quiet", quiet, "Print no summary and no progress bar (errors still go to stderr)");
+
+  // --bucket-bytes after its size suffix is resolved: CLI::PositiveNumber would print a 309-digit range.
+  const CLI::Validator at_least_one_byte(
+      [](std::string& v) -> std::string {
+        try {
+          return std::stoull(v) >= 1 ? std::string() : std::string("must be at least 1 byte (e.g. 16MiB)");
+        } catch (...) {
+          return "must be a size in bytes (suffixes: k, M, G, KiB, MiB, GiB)";
+        }
+      },
+      "SIZE >= 1");
 
   // --encoder: every row of the encoder table (names and aliases), or auto.
   std::vector<std::string> encoder_choices{"auto"};
@@ -59,7 +80,7 @@ int main(int argc, char** argv) {
   diff->add_option("--bucket-bytes", d.bucket_bytes, "Bytes of weights per bucket (suffixes: k, M, G, KiB, MiB, GiB)")
       ->capture_default_str()
       ->transform(CLI::AsSizeValue(false))
-      ->check(CLI::PositiveNumber);
+      ->check(at_least_one_byte);
   diff->add_option("--chunk-log2", d.chunk_log2, "log2 of the chunk size in elements (the unit of parallel decoding)")
       ->capture_default_str()
       ->check(CLI::Range(8, 24));
@@ -103,7 +124,7 @@ int main(int argc, char** argv) {
   serve->add_option("--bucket-bytes", sv.bucket_bytes, "Bytes of weights per bucket, the unit of pipelining (suffixes: k, M, G, KiB, MiB, GiB)")
       ->capture_default_str()
       ->transform(CLI::AsSizeValue(false))
-      ->check(CLI::PositiveNumber);
+      ->check(at_least_one_byte);
   serve->add_option("--chunk-log2", sv.chunk_log2, "log2 of the chunk size in elements")->capture_default_str()->check(CLI::Range(8, 24));
   serve->add_option("--poll-ms", sv.poll_ms, "How often DIR is scanned for new checkpoints")->capture_default_str()->check(CLI::Range(10, 600000));
   serve->add_option("--history", sv.history, "Versions kept as patches for subscribers that are behind (older ones get a full transfer)")
@@ -129,6 +150,24 @@ int main(int argc, char** argv) {
   pull->footer(net_exit_code_help);
 #endif
 
+  // CLI11 takes an unknown first word for a stray positional and says "A subcommand is required".
+  for (int i = 1; i < argc; ++i) {
+    const std::string w = argv[i];
+    if (w.empty() || w[0] == '-') continue;
+    bool known = false;
+    std::string names;
+    for (const auto* sub : app.get_subcommands({})) {
+      known = known || sub->get_name() == w;
+      names += (names.empty() ? "" : ", ") + sub->get_name();
+    }
+    if (!known) {
+      std::fprintf(stderr, "sparsesync: unknown subcommand '%s' (expected one of: %s)\nRun with --help for more information.\n", w.c_str(),
+                   names.c_str());
+      return exit_usage;
+    }
+    break;
+  }
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -143,6 +182,10 @@ int main(int argc, char** argv) {
 #endif
   try {
     d.quiet = ap.quiet = in.quiet = quiet;
+    if (*diff || *apply) {
+      std::signal(SIGINT, remove_temps_and_die);
+      std::signal(SIGTERM, remove_temps_and_die);
+    }
     if (*diff) return run_diff(d);
     if (*apply) return run_apply(ap);
 #ifdef SPARSESYNC_CLI_NET

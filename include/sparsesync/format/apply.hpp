@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <optional>
 
 SPARSESYNC_NS_BEGIN
@@ -94,6 +95,14 @@ class staged_patch {
     changes_.clear();
   }
 
+  // Hands each chunk's resolved changes to `sink` as soon as the chunk decoded, instead of staging them:
+  // sink(flat_end, changes) gets the changes of the model's elements up to flat index flat_end (sorted, and
+  // every element before flat_end not among them is unchanged). For a caller that writes the new version
+  // somewhere that becomes the output only once finish() passed (a temporary file): memory then holds one
+  // chunk's changes, not the version's. Checks are those of staged mode, per bucket; commit() has nothing.
+  using chunk_sink = std::function<void(std::uint64_t flat_end, std::span<const staged_change> changes)>;
+  void stream_to(chunk_sink sink) { sink_ = std::move(sink); }
+
   // Hands over the change list of an earlier staged_patch (from take_storage) to stage into: its capacity is
   // kept, so that a receiver does not allocate and page in a new list for every version.
   void reuse_storage(std::vector<staged_change> storage) {
@@ -104,7 +113,7 @@ class staged_patch {
   [[nodiscard]] std::vector<staged_change> take_storage() && { return std::move(changes_); }
 
   [[nodiscard]] bool finished() const { return finished_; }
-  [[nodiscard]] std::uint64_t changed() const { return changes_.size(); }
+  [[nodiscard]] std::uint64_t changed() const { return streamed_ + changes_.size(); }
   [[nodiscard]] std::uint64_t numel() const { return numel_; }
   [[nodiscard]] std::uint32_t buckets() const { return buckets_; }
   [[nodiscard]] std::uint64_t base_checksum() const { return base_sum_; }
@@ -137,13 +146,14 @@ class staged_patch {
       });
       if (actual_base != h.base_checksum) return {errc::base_mismatch, "the receiver's weights are not the patch's base"};
     }
-    // h.changed is validated (at most the bucket's elements); grow geometrically so buckets stay amortised.
-    if (const std::size_t need = changes_.size() + h.changed; changes_.capacity() < need)
-      changes_.reserve(std::max(need, 2 * changes_.capacity()));
+    // Room for a chunk's changes is made once the chunk decoded (geometric growth keeps it amortised): the
+    // header's change count is only a claim, and reserving it up front would let a crafted patch that
+    // claims every element changed cost 16 bytes per element before anything is verified.
     // Decode every chunk first (bits = coded values), then read the model in one pass that prefetches a
     // fixed distance ahead: the old values are scattered over the bucket, and reading them is most of the work.
     const std::size_t from = changes_.size();
     std::vector<std::size_t> chunk_end(h.chunk_count);  // end of each chunk's changes in changes_, for messages
+    std::uint64_t delta = 0;
     std::vector<std::uint32_t> positions;
     std::vector<W> values;
     for (std::uint32_t c = 0; c < h.chunk_count; ++c) {
@@ -165,6 +175,8 @@ class staged_patch {
       if (auto s = E::template decode<W>(data, ctx, positions, values); !s) return s.prefix("chunk " + std::to_string(c));
       if (positions.size() != ce.changes || values.size() != ce.changes)
         return {errc::malformed, "chunk " + std::to_string(c) + ": decoder returned the wrong change count"};
+      if (const std::size_t need = changes_.size() + positions.size(); changes_.capacity() < need)
+        changes_.reserve(std::max(need, 2 * changes_.capacity()));
       std::size_t i = 0;
       detail::for_each_run(layout_, b.segments, starts, first, ctx.numel, [&](const detail::bucket_run& r) {
         const std::uint64_t run_first = r.bucket_first - first;
@@ -172,12 +184,20 @@ class staged_patch {
           changes_.push_back({r.tensor, values[i], r.tensor_offset + (positions[i] - run_first)});
       });
       chunk_end[c] = changes_.size();
+      if (sink_) {
+        if (const std::size_t bad = resolve<W>(h.mode, from, delta); bad != changes_.size())
+          return {errc::non_canonical, "chunk " + std::to_string(c) + ": change " + std::to_string(bad - from) + " leaves its element unchanged"};
+        sink_(numel_ + first + ctx.numel, std::span<const staged_change>(changes_).subspan(from));
+        streamed_ += changes_.size() - from;
+        changes_.resize(from);
+      }
     }
-    std::uint64_t delta = 0;
-    if (const std::size_t bad = resolve<W>(h.mode, from, delta); bad != changes_.size()) {
-      const auto c = static_cast<std::size_t>(std::upper_bound(chunk_end.begin(), chunk_end.end(), bad) - chunk_end.begin());
-      const std::size_t chunk_first = c == 0 ? from : chunk_end[c - 1];
-      return {errc::non_canonical, "chunk " + std::to_string(c) + ": change " + std::to_string(bad - chunk_first) + " leaves its element unchanged"};
+    if (!sink_) {  // staged mode: resolve the bucket in one pass (prefetching across chunk boundaries)
+      if (const std::size_t bad = resolve<W>(h.mode, from, delta); bad != changes_.size()) {
+        const auto c = static_cast<std::size_t>(std::upper_bound(chunk_end.begin(), chunk_end.end(), bad) - chunk_end.begin());
+        const std::size_t chunk_first = c == 0 ? from : chunk_end[c - 1];
+        return {errc::non_canonical, "chunk " + std::to_string(c) + ": change " + std::to_string(bad - chunk_first) + " leaves its element unchanged"};
+      }
     }
     const std::uint64_t base = opt_.known_base_checksum ? h.base_checksum : actual_base;
     if (base + delta != h.target_checksum) return {errc::target_mismatch, "the rebuilt weights differ from the sender's"};
@@ -231,6 +251,8 @@ class staged_patch {
   apply_options opt_;
   tiling_check tiling_;
   std::vector<staged_change> changes_;
+  chunk_sink sink_;               // stream_to(): changes go there chunk by chunk
+  std::uint64_t streamed_ = 0;    // changes handed to sink_
   std::uint32_t buckets_ = 0;
   std::uint64_t numel_ = 0, base_sum_ = 0, target_sum_ = 0;
   bool finished_ = false;

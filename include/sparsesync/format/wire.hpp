@@ -92,14 +92,15 @@ inline void write_patch_header(unsigned char* p, const patch_header& h) {
 }
 
 inline status read_patch_header(std::span<const unsigned char> in, patch_header& h) {
-  if (in.size() < patch_header_bytes) return {errc::truncated, "patch header"};
+  if (in.size() < patch_header_bytes)
+    return {errc::truncated, "patch header: " + std::to_string(in.size()) + " of its " + std::to_string(patch_header_bytes) + " bytes"};
   const unsigned char* p = in.data();
   if (load_le<std::uint32_t>(p) != patch_magic) return {errc::bad_magic, "not a sparsesync patch (bad magic)"};
   const auto version = load_le<std::uint16_t>(p + 4);
   if (version != format_version)
     return {errc::unsupported_version, "patch format version " + std::to_string(version) + ", this build reads version 1"};
   if (load_le<std::uint16_t>(p + 6) != patch_header_bytes) return {errc::malformed, "patch header length"};
-  if (load_le<std::uint64_t>(p + 80) != stream_hash(p, 80, 0)) return {errc::header_checksum, "patch header"};
+  if (load_le<std::uint64_t>(p + 80) != stream_hash(p, 80, 0)) return {errc::header_checksum, "patch header: its checksum does not match"};
   h.flags = load_le<std::uint32_t>(p + 8);
   h.bucket_count = load_le<std::uint32_t>(p + 12);
   h.layout_hash = load_le<std::uint64_t>(p + 16);

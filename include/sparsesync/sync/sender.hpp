@@ -24,6 +24,11 @@ struct sender_options {
   encode_options encode{value_mode::ulp, default_log2_chunk};
   std::size_t history = 8;                          // patches kept to catch up receivers a few versions behind
   std::chrono::milliseconds ack_timeout{600000};    // publish() stops waiting for a receiver after this long
+  // A receiver that has not acknowledged a version when max(lag_grace, twice the time the slowest in-step
+  // receiver took) has passed is marked lagging: publish() no longer waits for it (so one stalled receiver
+  // never sets the pace of the others) until it has caught up by kept patches or a full transfer. While no
+  // receiver has acknowledged, publish() waits for all of them up to ack_timeout (docs/PROTOCOL.md, "Lag").
+  std::chrono::milliseconds lag_grace{250};
 };
 
 struct receiver_status {
@@ -33,6 +38,8 @@ struct receiver_status {
   std::uint64_t version = 0;
   std::uint64_t bytes_sent = 0;
   std::uint64_t full_transfers = 0;
+  std::uint64_t times_lagging = 0;  // how often publish() stopped waiting for it
+  bool lagging = false;             // behind and not waited for, until it holds the newest version
   std::string last_error;
 };
 
@@ -46,6 +53,7 @@ struct publish_report {
   double seconds = 0;               // publish() call, until every receiver acknowledged
   std::size_t acknowledged = 0;     // receivers at this version when publish() returned
   std::size_t lagging = 0;          // connected receivers not (yet) at this version
+  std::size_t marked_lagging = 0;   // of those, marked lagging during this publish (see lag_grace)
 };
 
 // sender's default transport: not a transport. It exists so that `sender<>` or `sender<rice>` fails with
@@ -143,7 +151,12 @@ class sender {
         // Our own snapshot's bucket checksums are known from the last publish: compare it, do not rehash it.
         const bool known = has_version_ && !bucket_checksums_.empty();
         const auto storage = in_place ? snapshot_.mutable_views() : std::vector<tensor_view>{};
-        encode_stream(base, weights, po, *stream, &report, known ? &bucket_checksums_ : nullptr, &bucket_checksums_, storage);
+        if (in_place) {
+          encode_stream(base, weights, po, *stream, &report, known ? &bucket_checksums_ : nullptr, &bucket_checksums_, storage);
+        } else {
+          po.encode.mode = value_mode::absolute;  // from zero: a full transfer, see dense_transfer
+          encode_stream<dense_transfer>(base, weights, po, *stream, &report, nullptr, &bucket_checksums_);
+        }
       } catch (...) {
         bucket_checksums_.clear();
         stream->finish(false);
@@ -168,17 +181,23 @@ class sender {
       version_ = version;
       checksum_ = stream->target_checksum;
       metadata_.assign(metadata.begin(), metadata.end());
+      if (stream->from_zero) {
+        // A model-sized stream: not kept as history beside the snapshot; the sessions sending it own it, and
+        // later full transfers reuse it while any of them is still alive.
+        std::erase(history_, stream);
+        full_ = stream;
+        published_from_zero_ = stream;
+      }
     }
     state_cv_.notify_all();
     report.target_checksum = stream->target_checksum;
     report.payload_bytes = stream->payload_bytes;
-    // Wait for every connected receiver to reach this version (or drop out, or fall behind by the timeout).
+    // Wait for every connected receiver to reach this version (or drop out, or lag: see lag_grace).
     std::unique_lock lock(state_mutex_);
-    state_cv_.wait_until(lock, start + opt_.ack_timeout, [&] {
-      for (const auto& s : sessions_)
-        if (s->connected && !in_sync(*s)) return false;
-      return true;
-    });
+    published_at_ = start;
+    const std::size_t marked_before = marked_lagging_;
+    wait_for_acks_locked(lock, start + opt_.ack_timeout);
+    report.marked_lagging = marked_lagging_ - marked_before;
     for (const auto& s : sessions_) {
       if (!s->connected) continue;
       if (in_sync(*s)) ++report.acknowledged;
@@ -192,7 +211,8 @@ class sender {
     std::lock_guard lock(state_mutex_);
     std::vector<receiver_status> out;
     for (const auto& s : sessions_)
-      out.push_back({s->id, s->connected, s->has_version, s->version, s->bytes_sent, s->full_transfers, s->last_error});
+      out.push_back({s->id, s->connected, s->has_version, s->version, s->bytes_sent, s->full_transfers, s->times_lagging, s->lagging,
+                     s->last_error});
     return out;
   }
 
@@ -205,6 +225,14 @@ class sender {
         if (s->connected && s->handshaken && (!has_version_ || in_sync(*s))) ++ready;
       return ready >= n;
     });
+  }
+
+  // What publish() does after encoding, for a caller that publishes with ack_timeout 0 and waits itself (in
+  // slices, to stay responsive): waits up to `timeout` for the receivers of the newest version, marking late
+  // ones lagging (see lag_grace). True when none is left to wait for.
+  bool wait_for_acks(std::chrono::milliseconds timeout) {
+    std::unique_lock lock(state_mutex_);
+    return wait_for_acks_locked(lock, clock::now() + timeout);
   }
 
   // Ends every session (in order: each receiver sees the end after what it was sent) and joins the threads.
@@ -240,19 +268,60 @@ class sender {
     std::uint64_t checksum = 0;
     std::uint64_t bytes_sent = 0;
     std::uint64_t full_transfers = 0;
+    std::uint64_t times_lagging = 0;
+    bool lagging = false;
+    clock::time_point synced_at{};  // when it acknowledged the newest version
     std::string last_error;
   };
 
   // The session holds the newest published version (callers hold state_mutex_).
   bool in_sync(const session& s) const { return has_version_ && s.has_version && s.version == version_ && s.checksum == checksum_; }
 
+  // Waits until no connected receiver is left to wait for, or `until`. Receivers not in step once
+  // max(lag_grace, 2 x the slowest in-step one's time) has passed since the publish are marked lagging and
+  // not waited for; while none is in step, all are waited for. True when none is left.
+  bool wait_for_acks_locked(std::unique_lock<std::mutex>& lock, clock::time_point until) {
+    for (;;) {
+      bool pending = false, any_in_step = false;
+      clock::duration slowest{0};
+      for (const auto& s : sessions_) {
+        if (!s->connected) continue;
+        if (in_sync(*s)) {
+          any_in_step = true;
+          slowest = std::max(slowest, s->synced_at - published_at_);
+        } else if (!s->lagging) {
+          pending = true;
+        }
+      }
+      if (!pending) return true;
+      const auto now = clock::now();
+      auto wake = until;
+      if (any_in_step) {
+        const auto mark_at = published_at_ + std::max<clock::duration>(opt_.lag_grace, 2 * slowest);
+        if (now >= mark_at) {
+          for (auto& s : sessions_) {
+            if (!s->connected || in_sync(*s) || s->lagging) continue;
+            s->lagging = true;
+            ++s->times_lagging;
+            ++marked_lagging_;
+          }
+          return true;
+        }
+        wake = std::min(wake, mark_at);
+      }
+      if (now >= until) return false;
+      state_cv_.wait_until(lock, wake);
+    }
+  }
+
   // Encodes into `stream`; with `known_base` (per-bucket base checksums) the base is compared, not hashed;
   // `targets_out` receives the per-bucket target checksums; `advance_base` (the base's memory) is brought to
   // the target bucket by bucket.
+  template <class S = Sel>
   void encode_stream(std::span<const const_tensor_view> base, std::span<const const_tensor_view> target, const patch_options& po,
                      version_stream& stream, publish_report* report_or_null, const std::vector<std::uint64_t>* known_base,
                      std::vector<std::uint64_t>* targets_out, std::span<const tensor_view> advance_base = {}) {
-    patch_encoder<Sel, Policy> enc(layout_, base, target, po, policy_);
+    patch_encoder<S, Policy> enc(layout_, base, target, po, policy_);
     if (known_base && known_base->size() == enc.bucket_count()) enc.use_known_base_checksums(*known_base);
     if (!advance_base.empty()) enc.advance_base(advance_base);
     std::vector<unsigned char> bytes;
@@ -279,13 +348,19 @@ class sender {
     stream.finish(true);
   }
 
-  // A full transfer of the newest version, encoded once and shared by every session that needs one.
+  // Full transfers (from the all-zero model) are dense: a bitmap of the nonzero elements and their raw bits
+  // (absolute values), which costs a pass over the model and ~1/16 to 1/32 more bytes than it, where entropy
+  // coding (auto's trial of every encoder on every chunk) would cost seconds per GB for a few % less.
+  using dense_transfer = bitmap;
+
+  // A full transfer of the newest version, encoded once and shared by every session sending it (it is
+  // freed once the last of them is done: full_ does not keep it).
   std::shared_ptr<version_stream> full_stream() {
     std::shared_lock snap(snapshot_mutex_);
     std::lock_guard build(full_mutex_);
     {
       std::lock_guard lock(state_mutex_);
-      if (full_ && full_->target_version == version_) return full_;
+      if (auto f = full_.lock(); f && f->target_version == version_) return f;
     }
     auto stream = std::make_shared<version_stream>();
     stream->from_zero = true;
@@ -300,12 +375,12 @@ class sender {
     std::vector<const_tensor_view> zero = snapshot_.views();
     for (auto& v : zero) v.data = nullptr;
     patch_options po;
-    po.encode = opt_.encode;
+    po.encode = {value_mode::absolute, opt_.encode.log2_chunk};
     po.base_version = 0;
     po.target_version = version;
     po.metadata = metadata;
     po.include_layout = false;
-    encode_stream(zero, snapshot_.views(), po, *stream, nullptr, nullptr, nullptr);
+    encode_stream<dense_transfer>(zero, snapshot_.views(), po, *stream, nullptr, nullptr, nullptr);
     std::lock_guard lock(state_mutex_);
     full_ = stream;
     return stream;
@@ -316,6 +391,9 @@ class sender {
     for (const auto& h : history_)
       if (!h->from_zero && s.has_version && h->base_version == s.version && h->base_checksum == s.checksum) return h;
     if (history_.size() == 1 && history_.front()->from_zero && !s.has_version) return history_.front();  // the first publish
+    // ... and once encoded, while a session still sends it: a receiver without a version that was too late to
+    // take it from the history gets the same stream, as part of the publish (not as a full transfer).
+    if (auto f = published_from_zero_.lock(); f && !s.has_version && f->target_version == latest_) return f;
     return nullptr;
   }
 
@@ -382,6 +460,10 @@ class sender {
             s.has_version = true;
             s.version = a.version;
             s.checksum = a.checksum;
+            if (in_sync(s)) {
+              s.synced_at = clock::now();
+              s.lagging = false;  // caught up: waited for again from the next version on
+            }
           }
         } else if (type_of(in) == message_type::nack) {
           nack n;
@@ -427,7 +509,8 @@ class sender {
   std::condition_variable state_cv_;
   std::list<std::unique_ptr<session>> sessions_;
   std::deque<std::shared_ptr<version_stream>> history_;
-  std::shared_ptr<version_stream> full_;
+  std::weak_ptr<version_stream> full_;  // the full transfer being sent, if any (sessions own it)
+  std::weak_ptr<version_stream> published_from_zero_;  // a publish from zero, while sessions send it
   std::vector<unsigned char> metadata_;
   bool has_version_ = false;            // the snapshot holds a published version
   std::uint64_t version_ = 0, checksum_ = 0;
@@ -435,6 +518,8 @@ class sender {
   std::uint64_t latest_ = 0;
   bool closing_ = false;
   std::size_t next_id_ = 0;
+  clock::time_point published_at_{};    // start of the newest publish()
+  std::size_t marked_lagging_ = 0;      // receivers marked lagging, ever
 };
 
 }  // namespace sync

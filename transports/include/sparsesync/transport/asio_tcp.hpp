@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
@@ -188,16 +189,22 @@ class asio_tcp_transport {
 
  private:
   friend class asio_tcp_listener;
+  friend class asio_tcp_pending;
   using channel_type = detail::framed_channel<detail::asio_stream>;
 
   explicit asio_tcp_transport(std::unique_ptr<channel_type> c) : channel_(std::move(c)) {}
 
   static std::unique_ptr<channel_type> establish(detail::asio_stream stream, detail::role r, const asio_tcp_options& o) {
+    auto keys = handshake_in_place(stream, r, o);
+    return std::make_unique<channel_type>(std::move(stream), std::move(keys), detail::channel_options_of(o));
+  }
+
+  // TLS and the key handshake on `stream`, bounded by handshake_timeout; the frame keys (if any).
+  static std::optional<detail::session_keys> handshake_in_place(detail::asio_stream& stream, detail::role r, const asio_tcp_options& o) {
     const auto d = detail::deadline_after(o.handshake_timeout);
     stream.tls_handshake(r == detail::role::client, o.tls ? o.tls->server_name : std::string(), d);
     const auto binding = stream.tls_binding();
-    auto keys = detail::handshake(stream, r, o.key ? &*o.key : nullptr, binding, d);
-    return std::make_unique<channel_type>(std::move(stream), std::move(keys), detail::channel_options_of(o));
+    return detail::handshake(stream, r, o.key ? &*o.key : nullptr, binding, d);
   }
 
   channel_type& channel() const {
@@ -208,6 +215,47 @@ class asio_tcp_transport {
   std::unique_ptr<channel_type> channel_;
 };
 
+// A connection the listener accepted whose TLS and key handshake have not run yet (asio_tcp_listener::
+// accept_pending): a server runs establish() wherever it likes, so that a silent or slow peer holds only its
+// own thread, never the accept loop. abort() may be called from any thread, before or during establish().
+class asio_tcp_pending {
+ public:
+  asio_tcp_pending(asio_tcp_pending&&) noexcept = default;
+  asio_tcp_pending& operator=(asio_tcp_pending&&) noexcept = default;
+
+  // Runs the handshake (bounded by handshake_timeout); throws transport_error naming the failing step. Once.
+  asio_tcp_transport establish() {
+    auto keys = asio_tcp_transport::handshake_in_place(s_->stream, detail::role::server, *s_->options);
+    std::lock_guard lock(s_->mutex);
+    if (s_->aborted) throw transport_error(transport_errc::connection_closed, s_->stream.describe() + ": aborted by this side");
+    s_->taken = true;
+    return asio_tcp_transport(std::make_unique<asio_tcp_transport::channel_type>(std::move(s_->stream), std::move(keys),
+                                                                                  detail::channel_options_of(*s_->options)));
+  }
+  // Cuts the connection: a handshake in progress fails promptly. Does nothing once establish() returned.
+  void abort() noexcept {
+    std::lock_guard lock(s_->mutex);
+    s_->aborted = true;
+    if (!s_->taken) s_->stream.abort();
+  }
+  // "tcp 10.0.0.2:41234": the peer, for logs.
+  [[nodiscard]] std::string peer() const { return s_->peer; }
+
+ private:
+  friend class asio_tcp_listener;
+  struct state {
+    state(detail::asio_stream s, std::shared_ptr<const asio_tcp_options> o) : stream(std::move(s)), options(std::move(o)), peer(stream.describe()) {}
+    detail::asio_stream stream;
+    std::shared_ptr<const asio_tcp_options> options;
+    std::string peer;
+    std::mutex mutex;  // guards `taken` and `aborted` against abort() from another thread
+    bool taken = false;
+    bool aborted = false;
+  };
+  explicit asio_tcp_pending(std::unique_ptr<state> s) : s_(std::move(s)) {}
+  std::unique_ptr<state> s_;
+};
+
 class asio_tcp_listener {
  public:
   using listener_concept = listener_tag;
@@ -215,9 +263,11 @@ class asio_tcp_listener {
 
   // Listens on `address` (e.g. "0.0.0.0", "::", "127.0.0.1") and `port` (0 picks a free port; see port()).
   asio_tcp_listener(const std::string& address, std::uint16_t port, asio_tcp_options options)
-      : options_(std::move(options)), io_(std::make_unique<detail::io_thread>()), acceptor_(io_->context()) {
-    detail::validate(options_, "listener");
-    if (options_.tls) tls_ = detail::make_tls_context(*options_.tls, true);
+      : options_(std::make_shared<const asio_tcp_options>(std::move(options))), io_(std::make_unique<detail::io_thread>()),
+        acceptor_(io_->context()) {
+    const asio_tcp_options& o = *options_;
+    detail::validate(o, "listener");
+    if (o.tls) tls_ = detail::make_tls_context(*o.tls, true);
     const std::string where = "asio_tcp listener " + address + ":" + std::to_string(port);
     detail::error_code ec;
     const auto addr = detail::asio::ip::make_address(address, ec);
@@ -225,9 +275,9 @@ class asio_tcp_listener {
     const detail::tcp::endpoint ep(addr, port);
     acceptor_.open(ep.protocol(), ec);
     if (!ec) acceptor_.set_option(detail::tcp::acceptor::reuse_address(true), ec);
-    if (!ec) detail::tune_socket(acceptor_, {options_.socket_buffer_bytes, true});
+    if (!ec) detail::tune_socket(acceptor_, {o.socket_buffer_bytes, true});
     if (!ec) acceptor_.bind(ep, ec);
-    if (!ec) acceptor_.listen(options_.listen_backlog, ec);
+    if (!ec) acceptor_.listen(o.listen_backlog, ec);
     if (ec) throw transport_error(transport_errc::connect_failed, where + ": " + ec.message());
     port_ = acceptor_.local_endpoint().port();
   }
@@ -245,7 +295,10 @@ class asio_tcp_listener {
   asio_tcp_transport accept() { return accept(no_timeout); }
 
   // As accept(), but gives up with transport_errc::timed_out when no peer connects within `timeout`.
-  asio_tcp_transport accept(std::chrono::milliseconds timeout) {
+  asio_tcp_transport accept(std::chrono::milliseconds timeout) { return accept_pending(timeout).establish(); }
+
+  // Accepts one peer without running its handshake: see asio_tcp_pending. Throws as accept().
+  asio_tcp_pending accept_pending(std::chrono::milliseconds timeout = no_timeout) {
     auto conn_io = std::make_unique<detail::io_thread>();
     detail::tcp::socket socket(conn_io->context());
     bool timed_out = false;
@@ -262,7 +315,7 @@ class asio_tcp_listener {
     if (timed_out) throw transport_error(transport_errc::timed_out, "asio_tcp listener: no connection within the accept timeout");
     if (ec) throw transport_error(transport_errc::connect_failed, "asio_tcp listener: accept failed: " + ec.message());
     detail::asio_stream stream(std::move(conn_io), std::move(socket), tls_);
-    return asio_tcp_transport(asio_tcp_transport::establish(std::move(stream), detail::role::server, options_));
+    return asio_tcp_pending(std::make_unique<asio_tcp_pending::state>(std::move(stream), options_));
   }
 
   void close() noexcept {
@@ -277,7 +330,7 @@ class asio_tcp_listener {
   }
 
  private:
-  asio_tcp_options options_;
+  std::shared_ptr<const asio_tcp_options> options_;  // shared with pending connections
   std::shared_ptr<detail::asio::ssl::context> tls_;
   std::unique_ptr<detail::io_thread> io_;
   detail::tcp::acceptor acceptor_;

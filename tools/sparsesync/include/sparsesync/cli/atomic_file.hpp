@@ -2,6 +2,11 @@
 // file in the target's directory (same filesystem, so the final rename is atomic), are fsynced, and only
 // then renamed over the target. Any failure removes the temporary; readers see the old file or the new
 // one, never a prefix. POSIX only, like the rest of the CLI.
+//
+// Temporaries are named ".NAME.tmp.HOST.PID.XXXXXX" and listed in a process-wide table while they exist, so
+// that (1) a SIGINT/SIGTERM handler can remove them before the process ends (unlink_pending_temps(), async-
+// signal-safe) and (2) after a crash or SIGKILL the next run writing NAME removes those of this host whose
+// process is gone (remove_stale_temps()).
 #pragma once
 
 #include <sparsesync/core/config.hpp>
@@ -17,9 +22,16 @@
 #include <string>
 #include <vector>
 
+#include <dirent.h>
+#include <pthread.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include <array>
+#include <atomic>
+#include <climits>
 
 SPARSESYNC_NS_BEGIN
 namespace tools {
@@ -59,7 +71,89 @@ inline void write_all(int fd, const unsigned char* p, std::size_t n, const std::
   }
 }
 
+// The temporaries this process is writing, for a signal handler: fixed slots (no allocation), each claimed
+// by an atomic flag, the path a NUL-terminated copy.
+struct pending_temps {
+  static constexpr std::size_t slots = 16;
+  std::array<std::atomic<bool>, slots> used{};
+  std::array<std::array<char, PATH_MAX>, slots> path{};
+
+  static pending_temps& get() {
+    static pending_temps t;
+    return t;
+  }
+  // The slot holding `p`, or slots when none is free (the file is then only swept by the next run).
+  std::size_t add(const std::string& p) {
+    if (p.size() >= PATH_MAX) return slots;
+    for (std::size_t i = 0; i < slots; ++i) {
+      bool expected = false;
+      if (used[i].load() || !used[i].compare_exchange_strong(expected, true)) continue;
+      std::memcpy(path[i].data(), p.c_str(), p.size() + 1);
+      std::atomic_signal_fence(std::memory_order_seq_cst);
+      ready[i].store(true);
+      return i;
+    }
+    return slots;
+  }
+  void remove(std::size_t i) {
+    if (i >= slots) return;
+    ready[i].store(false);
+    used[i].store(false);
+  }
+  std::array<std::atomic<bool>, slots> ready{};
+};
+
+// "HOST" of the temporary names: the host name up to its first '.', characters other than [A-Za-z0-9-]
+// dropped, at most 32; "host" when unknown.
+inline std::string temp_host_tag() {
+  char h[256] = {};
+  std::string tag;
+  if (::gethostname(h, sizeof h - 1) == 0)
+    for (const char* c = h; *c && *c != '.' && tag.size() < 32; ++c)
+      if ((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || *c == '-') tag.push_back(*c);
+  return tag.empty() ? std::string("host") : tag;
+}
+
 }  // namespace detail
+
+// Removes every temporary this process is writing. Async-signal-safe: for SIGINT/SIGTERM handlers, just
+// before the process ends (the writers are not told; their files are gone).
+inline void unlink_pending_temps() noexcept {
+  auto& t = detail::pending_temps::get();
+  for (std::size_t i = 0; i < detail::pending_temps::slots; ++i)
+    if (t.ready[i].load()) ::unlink(t.path[i].data());
+}
+
+// Removes the temporaries of `path` (".NAME.tmp.HOST.PID.XXXXXX") that this host's processes left behind and
+// that no running process owns any more: a crash or SIGKILL during a write. Those of other hosts, of live
+// processes and of other names stay. Returns how many it removed; never throws.
+inline std::size_t remove_stale_temps(const std::filesystem::path& path) noexcept {
+  try {
+    const std::filesystem::path dir = path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
+    const std::string prefix = "." + path.filename().string() + ".tmp." + detail::temp_host_tag() + ".";
+    DIR* d = ::opendir(dir.c_str());
+    if (!d) return 0;
+    std::vector<std::string> stale;
+    while (const dirent* e = ::readdir(d)) {
+      const std::string name = e->d_name;
+      if (name.size() <= prefix.size() + 7 || name.compare(0, prefix.size(), prefix) != 0) continue;
+      const std::string rest = name.substr(prefix.size());  // PID.XXXXXX
+      const auto dot = rest.find('.');
+      if (dot == 0 || dot == std::string::npos || rest.size() - dot - 1 != 6 || dot > 9) continue;
+      if (rest.find_first_not_of("0123456789") != dot) continue;
+      const auto pid = static_cast<pid_t>(std::stol(rest.substr(0, dot)));
+      if (pid <= 0 || pid == ::getpid()) continue;
+      if (::kill(pid, 0) == 0 || errno != ESRCH) continue;  // alive (or not ours to signal): leave it
+      stale.push_back((dir / name).string());
+    }
+    ::closedir(d);
+    std::size_t removed = 0;
+    for (const auto& f : stale) removed += ::unlink(f.c_str()) == 0 ? 1 : 0;
+    return removed;
+  } catch (...) {
+    return 0;
+  }
+}
 
 // Buffered sequential writer handed to the producer of an atomic file.
 class file_sink {
@@ -98,19 +192,32 @@ class file_sink {
 // not there before and the temporary is gone. A symlink at `path` is replaced, not followed.
 inline void write_file_atomic(const std::filesystem::path& path, const std::function<void(file_sink&)>& produce) {
   const std::filesystem::path dir = path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
-  std::string temp = (dir / ("." + path.filename().string() + ".tmp.XXXXXX")).string();
+  (void)remove_stale_temps(path);
+  std::string temp = (dir / ("." + path.filename().string() + ".tmp." + detail::temp_host_tag() + "." + std::to_string(::getpid()) +
+                             ".XXXXXX")).string();
+  // Blocked while the temporary is created and listed, so that a signal handler never misses it.
+  sigset_t block, old;
+  sigemptyset(&block);
+  sigaddset(&block, SIGINT);
+  sigaddset(&block, SIGTERM);
+  ::pthread_sigmask(SIG_BLOCK, &block, &old);
   const int fd = ::mkostemp(temp.data(), O_CLOEXEC);
-  if (fd < 0) detail::throw_io(path, "cannot create a temporary file in " + dir.string(), errno);
+  const int create_errno = errno;
+  const std::size_t slot = fd >= 0 ? detail::pending_temps::get().add(temp) : detail::pending_temps::slots;
+  ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  if (fd < 0) detail::throw_io(path, "cannot create a temporary file in " + dir.string(), create_errno);
 
   struct cleanup {
     int fd;
     const std::string& temp;
+    std::size_t slot;
     bool committed = false;
     ~cleanup() {
       if (fd >= 0) ::close(fd);
       if (!committed) ::unlink(temp.c_str());
+      detail::pending_temps::get().remove(slot);
     }
-  } guard{fd, temp};
+  } guard{fd, temp, slot};
 
   file_sink sink(fd, path);
   produce(sink);

@@ -1,10 +1,11 @@
 // `sparsesync serve --listen HOST:PORT --watch DIR`: publishes every new checkpoint that appears in DIR as the
 // next version to every subscriber (docs/CLI.md, "Network mode").
 //
-// Threads: the main thread watches DIR and publishes; one thread accepts connections (the transport
-// handshake runs there, one at a time, bounded by its timeout); each accepted connection gets a short-lived
-// handler thread for the pull request and the catalog, then belongs to the sync::sender, which runs its
-// session on a thread of its own. A file whose layout differs from the current one starts a new sender:
+// Threads: the main thread watches DIR and publishes; one thread accepts connections and does nothing else;
+// each accepted connection gets a short-lived handler thread for the transport handshake (bounded by its
+// timeout, so a silent peer holds only its own thread), the pull request and the catalog, then belongs to
+// the sync::sender, which runs its session on a thread of its own. At most max_handshakes connections may be
+// unauthenticated at once; one more is closed at once. A file whose layout differs from the current one starts a new sender:
 // the old one ends its sessions in order and pullers reconnect to the new layout.
 #pragma once
 
@@ -29,7 +30,7 @@ struct serve_args {
   std::size_t history = 8;
   unsigned ack_timeout_ms = 60'000;
   unsigned peer_timeout_s = 300;
-  unsigned max_handshakes = 64;
+  unsigned max_handshakes = 512;  // connections not yet authenticated (each holds a thread until it is)
   bool quiet = false;
 };
 

@@ -19,6 +19,15 @@ namespace sparsesync::cli {
 
 inline std::string errno_text(int e) { return std::strerror(e); }
 
+// Throws failure(exit_usage) when `out` names the same file as `in` (same device and inode, so links and
+// other spellings count): writing it would replace an input the command still reads.
+inline void refuse_same_file(const std::string& out, const std::string& in, const std::string& out_role, const std::string& in_role) {
+  struct stat a {}, b {};
+  if (::stat(out.c_str(), &a) != 0 || ::stat(in.c_str(), &b) != 0) return;
+  if (a.st_dev == b.st_dev && a.st_ino == b.st_ino)
+    throw failure(exit_usage, out_role + " " + out + " is the same file as " + in_role + " " + in + ": it would be replaced; choose another output");
+}
+
 class mapped_file {
  public:
   mapped_file() = default;

@@ -3,6 +3,7 @@
 // catalog), exit codes of network failures, and orderly handling of SIGINT/SIGTERM.
 #pragma once
 
+#include "atomic_file.hpp"
 #include "checkpoint.hpp"
 #include "net_args.hpp"
 #include "exit_codes.hpp"
@@ -301,7 +302,10 @@ class signal_guard {
     while (!done_) {
       const int sig = sigtimedwait(&set_, nullptr, &slice);
       if (sig <= 0) continue;
-      if (signal_.exchange(sig) != 0) _exit(128 + sig);  // the second signal: the user insists
+      if (signal_.exchange(sig) != 0) {  // the second signal: the user insists
+        tools::unlink_pending_temps();
+        _exit(128 + sig);
+      }
       std::lock_guard lock(mutex_);
       if (handler_) handler_(sig);
     }

@@ -70,7 +70,8 @@ inline status check_patch(std::span<const unsigned char> in, patch_summary& out,
   if (auto s = parse_patch_prologue(in, out.prologue); !s) {
     // Within one file, a layout section that misses its own header's hash is damage, not another model.
     if (s.code() == errc::layout_mismatch) return {errc::malformed, "patch header: " + s.message()};
-    return s.prefix("patch header");
+    // read_patch_header names the header itself; everything else in the prologue is named by what follows it.
+    return s.message().rfind("patch header", 0) == 0 ? s : s.prefix("patch header");
   }
   const auto& ph = out.prologue.header;
   out.target_header_status = read_target_header_metadata(out.prologue.metadata, out.target_header);

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Full transfer at memory speed (issue 14): a puller that holds nothing pulls a MIB-MiB model from
+# `sparsesync serve` over loopback; compared with `cp` of the same checkpoint in the same run. Reports the
+# pull's wall time (connect, full transfer, verify, write + fsync of OUT) and each side's peak memory (VmHWM
+# and peak anonymous RSS, sampled every 20 ms), as JSON on stdout.
+#   bench/net/full_transfer.sh SPARSESYNC_BINARY [MIB] [WORKDIR]
+set -euo pipefail
+BIN=$(realpath "$1"); MIB=${2:-1024}; WORK=${3:-$(mktemp -d /tmp/full-transfer.XXXXXX)}
+mkdir -p "$WORK/watch"; cd "$WORK"
+python3 - "$WORK/watch/model.safetensors" "$MIB" <<'PY'
+import json, os, struct, sys
+out, mib = sys.argv[1], int(sys.argv[2])
+n = mib << 20
+hdr = json.dumps({"w": {"dtype": "BF16", "shape": [n // 2], "data_offsets": [0, n]}}).encode()
+hdr += b" " * ((8 - len(hdr) % 8) % 8)
+block = os.urandom(1 << 24)  # incompressible weights (a full transfer cannot be smaller than the model)
+tmp = out + ".tmp"
+with open(tmp, "wb") as f:
+    f.write(struct.pack("<Q", len(hdr))); f.write(hdr)
+    for _ in range(n // len(block)): f.write(block)
+os.rename(tmp, out)
+PY
+python3 -c "import os;print(os.urandom(32).hex())" > key; chmod 600 key
+cat watch/model.safetensors > /dev/null  # both the copy and the server read it from the page cache
+
+# peak VmHWM and RssAnon (KiB) of a pid until it exits or $2 appears
+sample() {
+  local pid=$1 stop=$2 hwm=0 anon=0 v
+  while kill -0 "$pid" 2>/dev/null && [ ! -e "$stop" ]; do
+    v=$(awk '/^VmHWM/{h=$2} /^RssAnon/{a=$2} END{print h+0, a+0}' /proc/$pid/status 2>/dev/null || echo "0 0")
+    set -- $v; [ "$1" -gt "$hwm" ] && hwm=$1; [ "$2" -gt "$anon" ] && anon=$2
+    sleep 0.02
+  done
+  echo "$hwm $anon"
+}
+
+t0=$(date +%s.%N); cp watch/model.safetensors copy.safetensors; sync copy.safetensors; t1=$(date +%s.%N)
+cp_s=$(printf '%.3f' "$(echo "$t1 - $t0" | bc)"); rm -f copy.safetensors
+
+"$BIN" serve --listen 127.0.0.1:0 --port-file port --watch watch --key-file key 2> serve.err &
+SERVE=$!
+sample "$SERVE" serve.stop > serve.mem &
+SAMPLER=$!
+for _ in $(seq 1 600); do [ -s port ] && grep -q . port && break; sleep 0.05; done
+PORT=$(cat port)
+# serve publishes the checkpoint at start: measure a new worker's pull from a running server
+for _ in $(seq 1 1200); do grep -q "version 1 <- " serve.err && break; sleep 0.05; done
+t0=$(date +%s.%N)
+"$BIN" pull "127.0.0.1:$PORT" -o out.safetensors --key-file key > pull.out 2> pull.err &
+PULL=$!
+pull_mem=$(sample "$PULL" pull.stop)
+wait "$PULL"; t1=$(date +%s.%N)
+pull_s=$(printf '%.3f' "$(echo "$t1 - $t0" | bc)")
+touch serve.stop; wait "$SAMPLER"; kill "$SERVE"; wait "$SERVE" || true
+cmp -s out.safetensors watch/model.safetensors && same=true || same=false
+read -r serve_hwm serve_anon < serve.mem; read -r pull_hwm pull_anon <<< "$pull_mem"
+model_bytes=$(stat -c %s watch/model.safetensors)
+cat <<JSON
+{"model_mib": $MIB, "model_bytes": $model_bytes, "cp_seconds": $cp_s, "pull_seconds": $pull_s,
+ "pull_over_cp": $(printf '%.2f' "$(echo "scale=4; $pull_s / $cp_s" | bc)"), "identical": $same,
+ "serve_peak_rss_kib": $serve_hwm, "serve_peak_anon_kib": $serve_anon, "pull_peak_rss_kib": $pull_hwm, "pull_peak_anon_kib": $pull_anon,
+ "serve_publish_line": "$(grep -m1 'version 1 <- ' serve.err | sed 's/"/\\"/g')",
+ "pull_line": $(cat pull.out | head -1)}
+JSON
+[ -n "${KEEP:-}" ] || rm -rf "$WORK"
