@@ -63,7 +63,7 @@ def test_layout_from_named_arrays():
 
 
 def test_encoder_names_follow_the_library():
-    assert ss.ENCODERS == ("raw", "bitmap", "varint", "rice")
+    assert ss.ENCODERS == ("raw", "bitmap", "varint", "rice", "entropy")
     assert ss.encoders()[-1] == "auto"
 
 
