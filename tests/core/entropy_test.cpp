@@ -220,8 +220,10 @@ void check_cases() {
       REQUIRE(entropy::decode<W>(data, context_of(in), pos, val).ok());
       CHECK(pos == c.positions);
       CHECK(val == coded);
-      // Truncated data is refused (at every length for small chunks, sampled lengths for large ones).
-      const std::size_t step = data.size() > 4096 ? data.size() / 512 : 1;
+      // Truncated data is refused (at every length for small chunks, sampled lengths for large ones; few for
+      // the 2^24-element chunk, where every decode walks the whole chunk's base: the sanitizer stage pays it).
+      const std::size_t samples = c.base.size() > (1u << 20) ? 16 : 512;
+      const std::size_t step = data.size() > 4096 ? data.size() / samples : 1;
       for (std::size_t len = 0; len < data.size(); len += step) CHECK_FALSE(entropy::decode<W>(data.first(len), context_of(in), pos, val).ok());
       // A byte too many is refused too.
       std::vector<unsigned char> longer(data.begin(), data.end());
