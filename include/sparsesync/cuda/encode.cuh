@@ -57,6 +57,15 @@ cudaError_t encode_bucket_write(void* d_temp, std::size_t temp_bytes, const devi
                                          detail::encode_phase::write);
 }
 
+// After encode_bucket (or encode_bucket_detect) completed with status ok, and with d_temp untouched since:
+// writes every changed element's target bits into the base that encode read (d_base's memory), so that the
+// base holds the target without a dense copy: a sender's snapshot advance. Only changed elements are touched.
+template <class Policy = default_policy>
+cudaError_t encode_bucket_advance_base(void* d_temp, std::size_t temp_bytes, const device_bucket& bucket, const encode_config& cfg,
+                                       cudaStream_t stream = nullptr) {
+  return detail::dispatch_advance_base<Policy>(d_temp, temp_bytes, bucket, cfg, stream);
+}
+
 // Largest frame an encode with cfg.max_changes changes can produce (to size d_out without a sync).
 inline std::uint64_t max_frame_bytes(const device_bucket& b, const encode_config& cfg) {
   const std::uint64_t w = size_of(b.dtype);

@@ -195,6 +195,13 @@ class encode_plan {
     return r;
   }
 
+  // After wait(): writes the changed elements' target bits into the base the encode read (enqueued on the
+  // plan's stream), bringing it to the target without a dense copy. The base must be writable memory.
+  void advance_base_async() {
+    if (last_.status != 0) throw error(errc::invalid_argument, "encode_plan: advance_base_async without a completed encode");
+    throw_on_cuda_error(encode_bucket_advance_base(temp_.data(), temp_bytes_, bucket_, cfg_, stream_), "encode_bucket_advance_base");
+  }
+
   encode_result encode(const void* const* d_base, const void* const* d_target) {
     encode_async(d_base, d_target);
     return wait();

@@ -15,6 +15,37 @@ struct patch_options {
   std::span<const unsigned char> metadata;    // opaque application bytes (the CLI stores the target file header)
 };
 
+namespace detail {
+// The header of a patch over `bucket_count` buckets, with its whole-model checksums still zero: what every
+// patch writer (host patch_encoder, the GPU sync source) puts first. `layout_bytes`: the layout section's size.
+inline patch_header patch_header_for(const model_layout& layout, std::size_t bucket_count, const patch_options& opt, bool from_zero,
+                                     std::size_t layout_bytes) {
+  if (opt.metadata.size() > 0xFFFFFFFFu) throw error(errc::invalid_argument, "metadata larger than 4 GiB");
+  patch_header h;
+  h.flags = (opt.include_layout ? flag_layout_section : 0u) | (opt.metadata.empty() ? 0u : flag_metadata_section) |
+            (from_zero ? flag_from_zero : 0u);
+  h.bucket_count = static_cast<std::uint32_t>(bucket_count);
+  h.layout_hash = layout.hash();
+  h.base_version = opt.base_version;
+  h.target_version = opt.target_version;
+  h.numel = layout.numel();
+  h.layout_bytes = static_cast<std::uint32_t>(layout_bytes);
+  h.metadata_bytes = static_cast<std::uint32_t>(opt.metadata.size());
+  h.metadata_checksum = opt.metadata.empty() ? 0 : stream_hash(opt.metadata.data(), opt.metadata.size(), 0);
+  return h;
+}
+
+// Appends a patch's prologue: the header, then the layout and metadata sections.
+inline void write_patch_prologue(std::vector<unsigned char>& out, const patch_header& h, std::span<const unsigned char> layout_bytes,
+                                 std::span<const unsigned char> metadata) {
+  const std::size_t at = out.size();
+  out.resize(at + patch_header_bytes);
+  write_patch_header(out.data() + at, h);
+  out.insert(out.end(), layout_bytes.begin(), layout_bytes.end());
+  out.insert(out.end(), metadata.begin(), metadata.end());
+}
+}  // namespace detail
+
 // Encodes a patch one bucket at a time, for senders that transmit bucket i while encoding bucket i + 1.
 // The prologue goes first with the whole-model checksums still zero; final_header() has them once every
 // bucket is encoded. A base view whose data is null stands for an all-zero tensor (a full transfer).
@@ -31,34 +62,18 @@ class patch_encoder {
     throw_if_error(check_views(layout, target, "target"));
     if (opt.encode.log2_chunk < min_log2_chunk || opt.encode.log2_chunk > max_log2_chunk)
       throw error(errc::invalid_argument, "log2_chunk must lie in [8, 24]");
-    if (opt.metadata.size() > 0xFFFFFFFFu) throw error(errc::invalid_argument, "metadata larger than 4 GiB");
     plans_ = policy.plan(layout, opt.encode.log2_chunk);
     if (opt.include_layout) layout_bytes_ = layout.serialize();
     bool from_zero = !base.empty();
     for (const auto& v : base) from_zero = from_zero && v.data == nullptr;
-    header_.flags = (opt.include_layout ? flag_layout_section : 0u) | (opt.metadata.empty() ? 0u : flag_metadata_section) |
-                    (from_zero ? flag_from_zero : 0u);
-    header_.bucket_count = static_cast<std::uint32_t>(plans_.size());
-    header_.layout_hash = layout.hash();
-    header_.base_version = opt.base_version;
-    header_.target_version = opt.target_version;
-    header_.numel = layout.numel();
-    header_.layout_bytes = static_cast<std::uint32_t>(layout_bytes_.size());
-    header_.metadata_bytes = static_cast<std::uint32_t>(opt.metadata.size());
-    header_.metadata_checksum = opt.metadata.empty() ? 0 : stream_hash(opt.metadata.data(), opt.metadata.size(), 0);
+    header_ = detail::patch_header_for(layout, plans_.size(), opt, from_zero, layout_bytes_.size());
   }
 
   [[nodiscard]] std::size_t bucket_count() const { return plans_.size(); }
   [[nodiscard]] const std::vector<bucket_plan>& plans() const { return plans_; }
 
   // Appends the header (checksums zero unless every bucket is already encoded) and the sections.
-  void prologue(std::vector<unsigned char>& out) const {
-    const std::size_t at = out.size();
-    out.resize(at + patch_header_bytes);
-    detail::write_patch_header(out.data() + at, header_);
-    out.insert(out.end(), layout_bytes_.begin(), layout_bytes_.end());
-    out.insert(out.end(), opt_.metadata.begin(), opt_.metadata.end());
-  }
+  void prologue(std::vector<unsigned char>& out) const { detail::write_patch_prologue(out, header_, layout_bytes_, opt_.metadata); }
 
   // A sender that remembers the per-bucket target checksums of the version it encoded last (the same plan)
   // passes them here: the base is then compared, not hashed, which makes encoding several times cheaper.

@@ -1,11 +1,15 @@
-// receiver<Transport>: the rollout-worker side. Each version is applied into the worker's own buffers
-// atomically: a patch is staged bucket by bucket (every bucket verified against the worker's memory) and
-// written under an exclusive lock only once the whole version has verified. A full transfer (a worker
-// without a valid version) is written bucket by bucket while the worker holds no version.
+// receiver<Transport, Sink>: the rollout-worker side. Each version is applied into the worker's own buffers
+// atomically: a patch is verified bucket by bucket against the worker's weights and written under an exclusive
+// lock only once the whole version has verified (or, with a sink that can undo, written as it arrives and
+// undone when refused). A full transfer (a worker without a valid version) is written bucket by bucket while the
+// worker holds no version.
+//
+// One engine wherever the weights live: the Sink (a version_sink, version_sink.hpp) verifies and writes:
+// host_sink (host memory, the default) or device_sink (GPU memory, device_weights.hpp). The session protocol
+// (handshake, ack with the verified checksum, nack) is this file, the same for both.
 #pragma once
 
-#include <sparsesync/core/model_checksum.hpp>
-#include <sparsesync/format/apply.hpp>
+#include <sparsesync/sync/host_sink.hpp>
 #include <sparsesync/sync/protocol.hpp>
 #include <sparsesync/transport/transport.hpp>
 
@@ -34,9 +38,10 @@ struct applied_version {
   double seconds = 0;               // from the first byte of the version to its commit
 };
 
-template <class Transport>
+template <class Transport, class Sink = host_sink>
 class receiver {
   static_assert(check_transport<Transport>);
+  static_assert(check_version_sink<Sink>);
   using clock = std::chrono::steady_clock;
 
  public:
@@ -45,12 +50,18 @@ class receiver {
   // mirror a version into buffers laid out differently (a tensor-parallel shard, a fused QKV slice).
   using commit_hook = std::function<void(const applied_version&, const std::vector<staged_change>&)>;
 
+  // Host weights: `buffers` in layout order.
   receiver(model_layout layout, std::span<const tensor_view> buffers, Transport link, receiver_options opt = {})
-      : layout_(std::move(layout)), buffers_(buffers.begin(), buffers.end()), link_(std::move(link)) {
-    throw_if_error(check_views(layout_, std::span<const tensor_view>(buffers_), "receiver buffers"));
+    requires std::same_as<Sink, host_sink>
+      : receiver(std::move(layout), host_sink(buffers), std::move(link), opt) {}
+
+  // Any sink (device_sink for GPU weights).
+  receiver(model_layout layout, Sink sink, Transport link, receiver_options opt = {})
+      : layout_(std::move(layout)), sink_(std::move(sink)), link_(std::move(link)) {
+    sink_.prepare(layout_);
     has_version_ = opt.has_version;
     version_ = opt.version;
-    if (has_version_) checksum_ = model_checksum(layout_, std::vector<const_tensor_view>(buffers_.begin(), buffers_.end()));
+    if (has_version_) checksum_ = sink_.checksum();
     link_.send(encode(hello{layout_.hash(), has_version_, version_, checksum_}));
     std::vector<std::byte> in;
     if (!link_.receive(in)) throw error(errc::io, "the sender closed the connection during the handshake");
@@ -66,7 +77,13 @@ class receiver {
     sender_version_ = w.version;
   }
 
-  void on_commit(commit_hook hook) { hook_ = std::move(hook); }
+  void on_commit(commit_hook hook)
+    requires std::same_as<Sink, host_sink>
+  {
+    hook_ = std::move(hook);
+    if (!hook_) return sink_.on_write({});
+    sink_.on_write([this](const std::vector<staged_change>& changes) { hook_(current_, changes); });
+  }
 
   // Blocks for the next version and applies it. Returns nullopt once the sender closed the connection in
   // order. A version that fails verification is refused (the sender is told, and follows with a full
@@ -85,66 +102,63 @@ class receiver {
     if (st && !full && (!has_version_ || pro.header.base_version != version_))
       st = {errc::base_mismatch, "patch from version " + std::to_string(pro.header.base_version) + ", this receiver holds " +
                                      (has_version_ ? std::to_string(version_) : std::string("none"))};
-    applied_version info;
+    applied_version& info = current_;
+    info = {};
     info.version = pro.header.target_version;
     info.base_version = pro.header.base_version;
     info.full = full;
     info.payload_bytes = body.size();
-    std::vector<const_tensor_view> current(buffers_.begin(), buffers_.end());
-    if (full) {
-      std::unique_lock lock(weights_mutex_);
-      has_version_ = false;  // the buffers are rewritten bucket by bucket from here on
-      zero_fill(buffers_);
-      for (auto& v : current) v.data = nullptr;
-    }
-    apply_options opt;
-    if (!full && has_version_) opt.known_base_checksum = checksum_;  // touch only changed elements
-    staged_patch staged(layout_, current, opt);
-    staged.reuse_storage(std::move(staging_));
-    for (;;) {
-      if (!link_.receive(in)) throw error(errc::io, "the sender closed the connection inside a version");
-      const auto type = type_of(in);
-      if (type == message_type::bucket) {
-        info.payload_bytes += in.size() - 1;
-        if (!st) continue;  // already refused: read on to the end of the version to stay in step
-        std::size_t used = 0;
-        const auto frame = body_of(in);
-        st = staged.add_bucket(frame, used);
-        if (st && used != frame.size()) st = {errc::malformed, "bucket message has trailing bytes"};
-        if (st && full) {
-          std::unique_lock lock(weights_mutex_);
-          info.changed += staged.changed();
-          if (hook_) hook_(info, staged.changes());
-          staged.commit_and_clear(buffers_);
+    bool begun = false;
+    try {
+      if (st) {
+        std::unique_lock lock(weights_mutex_, std::defer_lock);
+        if (full) {
+          lock.lock();
+          has_version_ = false;  // the buffers are rewritten bucket by bucket from here on
         }
-      } else if (type == message_type::version_end) {
-        patch_header end;
-        if (st) st = sparsesync::detail::read_patch_header(body_of(in), end);
-        if (st && (end.target_version != pro.header.target_version || end.base_version != pro.header.base_version ||
-                   end.bucket_count != pro.header.bucket_count || end.flags != pro.header.flags))
-          st = {errc::malformed, "version end does not match its start"};
-        if (st) st = staged.finish(end);
-        break;
-      } else {
-        throw error(errc::malformed, "unexpected message inside a version");
+        sink_.begin(full, has_version_ ? std::optional<std::uint64_t>(checksum_) : std::nullopt);
+        begun = true;
       }
-    }
-    if (!st) {
-      link_.send(encode(nack{info.version, st.code(), st.message()}));
-      throw error(st);
-    }
-    {
-      std::unique_lock lock(weights_mutex_);
-      if (!full) {
-        info.changed = staged.changed();
-        staged.commit(buffers_);
-        if (hook_) hook_(info, staged.changes());
+      for (;;) {
+        if (!link_.receive(in)) throw error(errc::io, "the sender closed the connection inside a version");
+        const auto type = type_of(in);
+        if (type == message_type::bucket) {
+          info.payload_bytes += in.size() - 1;
+          if (!st) continue;  // already refused: read on to the end of the version to stay in step
+          std::unique_lock lock(weights_mutex_, std::defer_lock);
+          if (full) lock.lock();
+          st = sink_.add_bucket(body_of(in));
+          if (full) info.changed = sink_.changed();
+        } else if (type == message_type::version_end) {
+          patch_header end;
+          if (st) st = sparsesync::detail::read_patch_header(body_of(in), end);
+          if (st && (end.target_version != pro.header.target_version || end.base_version != pro.header.base_version ||
+                     end.bucket_count != pro.header.bucket_count || end.flags != pro.header.flags))
+            st = {errc::malformed, "version end does not match its start"};
+          if (st) st = sink_.finish(end);
+          break;
+        } else {
+          throw error(errc::malformed, "unexpected message inside a version");
+        }
       }
-      has_version_ = true;
-      version_ = info.version;
-      checksum_ = staged.target_checksum();
+      if (!st) {
+        if (begun) abort_locked();
+        begun = false;
+        link_.send(encode(nack{info.version, st.code(), st.message()}));
+        throw error(st);
+      }
+      {
+        std::unique_lock lock(weights_mutex_);
+        sink_.commit();
+        has_version_ = true;
+        version_ = info.version;
+        checksum_ = sink_.target_checksum();
+      }
+    } catch (...) {
+      if (begun) abort_locked();
+      throw;
     }
-    staging_ = std::move(staged).take_storage();
+    info.changed = sink_.changed();
     info.checksum = checksum_;
     info.seconds = std::chrono::duration<double>(clock::now() - start).count();
     link_.send(encode(ack{version_, checksum_}));
@@ -161,14 +175,22 @@ class receiver {
   [[nodiscard]] bool sender_has_version() const { return sender_has_version_; }
   [[nodiscard]] std::uint64_t sender_version() const { return sender_version_; }
   [[nodiscard]] const model_layout& layout() const { return layout_; }
+  [[nodiscard]] Sink& sink() { return sink_; }
   void close() { link_.close(); }
 
  private:
+  // A refused or broken version: the sink puts the old weights back (a patch) or they hold none (a full
+  // transfer, has_version_ already false).
+  void abort_locked() {
+    std::unique_lock lock(weights_mutex_);
+    sink_.abort();
+  }
+
   model_layout layout_;
-  std::vector<tensor_view> buffers_;
+  Sink sink_;
   Transport link_;
   commit_hook hook_;
-  std::vector<staged_change> staging_;  // the last version's staged changes, kept for their capacity
+  applied_version current_;  // the version being received (what the commit hook sees)
   mutable std::shared_mutex weights_mutex_;
   bool has_version_ = false;
   std::uint64_t version_ = 0;

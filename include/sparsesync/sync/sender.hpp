@@ -1,12 +1,17 @@
-// sender<Sel, Policy, Transport>: the trainer side. publish() diffs the new weights against the last
+// sender<Sel, Policy, Transport, Source>: the trainer side. publish() diffs the new weights against the last
 // published snapshot, streams the buckets to every receiver while encoding the next one, and waits for
 // their acknowledgements. Receivers that are behind catch up through the kept history of patches, or by a
 // full transfer (a patch from the all-zero model). Protocol: docs/PROTOCOL.md.
+//
+// One engine wherever the weights live: the Source (a version_source, version_source.hpp) encodes and keeps
+// the snapshot: host_source (host memory, the default) or device_source (GPU memory, device_weights.hpp).
+// Everything else (sessions, history, acks, lag, full transfers) is this file, the same for both.
 #pragma once
 
 #include <sparsesync/format/patch_writer.hpp>
+#include <sparsesync/sync/host_source.hpp>
 #include <sparsesync/sync/protocol.hpp>
-#include <sparsesync/sync/snapshot.hpp>
+#include <sparsesync/sync/version_source.hpp>
 #include <sparsesync/sync/version_stream.hpp>
 #include <sparsesync/transport/transport.hpp>
 
@@ -49,7 +54,9 @@ struct publish_report {
   std::uint64_t changed = 0;        // elements that differ from the previous version
   std::uint64_t payload_bytes = 0;  // wire-format bytes of the patch (sent once per receiver)
   std::uint64_t target_checksum = 0;
-  double encode_seconds = 0;        // encoding time (overlaps the transfer)
+  double encode_seconds = 0;        // encoding time (overlaps the transfer), snapshot advance included
+  double snapshot_seconds = 0;      // of which bringing the snapshot to this version (a dense copy only for the first)
+  source_totals source;             // the source's own account of the encode (phases of a GPU source)
   double seconds = 0;               // publish() call, until every receiver acknowledged
   std::size_t acknowledged = 0;     // receivers at this version when publish() returned
   std::size_t lagging = 0;          // connected receivers not (yet) at this version
@@ -69,7 +76,8 @@ struct sender_transport_diagnostics<no_transport_named> {
 };
 }  // namespace detail
 
-template <class Sel = auto_encoder, class Policy = fixed_bytes, class Transport = no_transport_named>
+template <class Sel = auto_encoder, class Policy = fixed_bytes, class Transport = no_transport_named,
+          template <class, class> class Source = host_source>
 class sender {
   static_assert(!std::same_as<Transport, no_transport_named>,
                 "sparsesync: name a transport: sync::sender<Sel, Policy, Transport> needs all three, e.g. "
@@ -77,11 +85,16 @@ class sender {
   static_assert(check_encoder_selection<Sel>);
   static_assert(check_bucketing_policy<Policy>);
   static_assert(detail::sender_transport_diagnostics<Transport>::value);
+  static_assert(check_version_source<Source<Sel, Policy>, Policy>);
   using clock = std::chrono::steady_clock;
 
  public:
-  explicit sender(model_layout layout, sender_options opt = {}, Policy policy = {})
-      : layout_(std::move(layout)), layout_hash_(layout_.hash()), opt_(opt), policy_(std::move(policy)), snapshot_(layout_) {}
+  using source_type = Source<Sel, Policy>;
+
+  explicit sender(model_layout layout, sender_options opt = {}, Policy policy = {}, source_type source = {})
+      : layout_(std::move(layout)), layout_hash_(layout_.hash()), opt_(opt), policy_(std::move(policy)), source_(std::move(source)) {
+    source_.prepare(layout_, opt_.encode, policy_);
+  }
 
   sender(const sender&) = delete;
   sender& operator=(const sender&) = delete;
@@ -137,45 +150,32 @@ class sender {
         full_.reset();
       }
       state_cv_.notify_all();  // sessions in sync start sending while buckets are encoded
-      const auto base = snapshot_.views();
       patch_options po;
-      po.encode = opt_.encode;
       po.base_version = stream->base_version;
       po.target_version = version;
       po.metadata = metadata;
       po.include_layout = false;  // the handshake already proved both sides hold this layout
-      // With a version in the snapshot, the encoder writes each bucket's changes into it: it becomes the new
-      // version without a copy of the whole model (a full copy costs more than encoding a sparse update).
-      const bool in_place = has_version_;
+      source_totals totals;
       try {
-        // Our own snapshot's bucket checksums are known from the last publish: compare it, do not rehash it.
-        const bool known = has_version_ && !bucket_checksums_.empty();
-        const auto storage = in_place ? snapshot_.mutable_views() : std::vector<tensor_view>{};
-        if (in_place) {
-          encode_stream(base, weights, po, *stream, &report, known ? &bucket_checksums_ : nullptr, &bucket_checksums_, storage);
-        } else {
-          po.encode.mode = value_mode::absolute;  // from zero: a full transfer, see dense_transfer
-          encode_stream<dense_transfer>(base, weights, po, *stream, &report, nullptr, &bucket_checksums_);
-        }
+        totals = source_.encode_version(weights, po, *stream);
       } catch (...) {
-        bucket_checksums_.clear();
         stream->finish(false);
         std::lock_guard lock(state_mutex_);
         history_.pop_back();
-        if (in_place) {
-          // Part of the snapshot may hold the new weights: it is no version any more. The next publish is a
-          // full transfer; receivers keep theirs until then.
-          snapshot_.invalidate();
-          has_version_ = false;
-          history_.clear();
-          full_.reset();
-        }
+        // The source's snapshot holds no version now: the next publish is a full transfer; receivers keep
+        // theirs until then.
+        source_.invalidate();
+        has_version_ = false;
+        history_.clear();
+        full_.reset();
         has_latest_ = has_version_;
         latest_ = version_;
         throw;
       }
+      report.changed = totals.changed;
+      report.snapshot_seconds = totals.snapshot_seconds;
+      report.source = totals;
       report.encode_seconds = std::chrono::duration<double>(clock::now() - start).count();
-      if (!in_place) snapshot_.assign(weights);
       std::lock_guard lock(state_mutex_);
       has_version_ = true;
       version_ = version;
@@ -254,6 +254,8 @@ class sender {
   }
 
   [[nodiscard]] const model_layout& layout() const { return layout_; }
+  // Where the snapshot lives and what it holds (device_source: memory()); not while publish() runs.
+  [[nodiscard]] const source_type& source() const { return source_; }
 
  private:
   struct session {
@@ -314,45 +316,6 @@ class sender {
     }
   }
 
-  // Encodes into `stream`; with `known_base` (per-bucket base checksums) the base is compared, not hashed;
-  // `targets_out` receives the per-bucket target checksums; `advance_base` (the base's memory) is brought to
-  // the target bucket by bucket.
-  template <class S = Sel>
-  void encode_stream(std::span<const const_tensor_view> base, std::span<const const_tensor_view> target, const patch_options& po,
-                     version_stream& stream, publish_report* report_or_null, const std::vector<std::uint64_t>* known_base,
-                     std::vector<std::uint64_t>* targets_out, std::span<const tensor_view> advance_base = {}) {
-    patch_encoder<S, Policy> enc(layout_, base, target, po, policy_);
-    if (known_base && known_base->size() == enc.bucket_count()) enc.use_known_base_checksums(*known_base);
-    if (!advance_base.empty()) enc.advance_base(advance_base);
-    std::vector<unsigned char> bytes;
-    enc.prologue(bytes);
-    std::uint64_t payload = bytes.size();
-    stream.push(wrap(message_type::version_begin, bytes));
-    while (enc.next_bucket() < enc.bucket_count()) {
-      bytes.clear();
-      enc.encode_next(bytes);
-      payload += bytes.size();
-      if (report_or_null) {
-        bucket_header h;
-        (void)sparsesync::detail::read_bucket_header(bytes, h);
-        report_or_null->changed += h.changed;
-      }
-      stream.push(wrap(message_type::bucket, bytes));
-    }
-    unsigned char final_header[patch_header_bytes];
-    enc.final_header(final_header);
-    stream.target_checksum = enc.header().target_checksum;
-    stream.payload_bytes = payload;
-    if (targets_out) *targets_out = enc.bucket_target_checksums();
-    stream.push(wrap(message_type::version_end, final_header));
-    stream.finish(true);
-  }
-
-  // Full transfers (from the all-zero model) are dense: a bitmap of the nonzero elements and their raw bits
-  // (absolute values), which costs a pass over the model and ~1/16 to 1/32 more bytes than it, where entropy
-  // coding (auto's trial of every encoder on every chunk) would cost seconds per GB for a few % less.
-  using dense_transfer = bitmap;
-
   // A full transfer of the newest version, encoded once and shared by every session sending it (it is
   // freed once the last of them is done: full_ does not keep it).
   std::shared_ptr<version_stream> full_stream() {
@@ -372,15 +335,12 @@ class sender {
       metadata = metadata_;
     }
     stream->target_version = version;
-    std::vector<const_tensor_view> zero = snapshot_.views();
-    for (auto& v : zero) v.data = nullptr;
     patch_options po;
-    po.encode = {value_mode::absolute, opt_.encode.log2_chunk};
     po.base_version = 0;
     po.target_version = version;
     po.metadata = metadata;
     po.include_layout = false;
-    encode_stream<dense_transfer>(zero, snapshot_.views(), po, *stream, nullptr, nullptr, nullptr);
+    source_.encode_full(po, *stream);
     std::lock_guard lock(state_mutex_);
     full_ = stream;
     return stream;
@@ -502,8 +462,7 @@ class sender {
   std::mutex publish_mutex_;            // one publish at a time
   std::shared_mutex snapshot_mutex_;    // exclusive while publish() encodes and replaces the snapshot
   std::mutex full_mutex_;               // one full-transfer encoding at a time
-  host_snapshot snapshot_;
-  std::vector<std::uint64_t> bucket_checksums_;  // per-bucket content checksums of the snapshot (publish_mutex_)
+  source_type source_;                  // the snapshot and the encoder (snapshot_mutex_)
 
   mutable std::mutex state_mutex_;      // everything below
   std::condition_variable state_cv_;

@@ -3,6 +3,7 @@
 // tuning policy. The public entry points (encode.cuh) forward here at once.
 #pragma once
 
+#include <sparsesync/cuda/detail/advance_base.cuh>
 #include <sparsesync/cuda/detail/detect.cuh>
 #include <sparsesync/cuda/detail/encode_kernels.cuh>
 #include <sparsesync/cuda/detail/scan.cuh>
@@ -175,6 +176,25 @@ cudaError_t dispatch_encode(void* d_temp, std::size_t& temp_bytes, const device_
     SPARSESYNC_CUDA_TRY(encode_write<P>(l, b, d_out, out_capacity, d_result, cfg, stream));
   }
   return cudaSuccess;
+}
+
+// After a completed encode (status ok) whose scratch is still in d_temp: writes every changed element's target
+// bits into the base it was encoded against (the pointers given to that encode).
+template <class P>
+cudaError_t dispatch_advance_base(void* d_temp, std::size_t temp_bytes, const device_bucket& b, const encode_config& cfg, cudaStream_t stream) {
+  static_assert(tuning_policy<P>, "sparsesync: the CUDA tuning policy must satisfy sparsesync::cuda::tuning_policy");
+  if (d_temp == nullptr || !valid_config(b, cfg)) return cudaErrorInvalidValue;
+  const encode_layout l = cfg.known_base ? carve_encode<typename P::detect_known>(d_temp, b, cfg)
+                                         : carve_encode<typename P::detect_hashed>(d_temp, b, cfg);
+  if (temp_bytes < l.bytes) return cudaErrorInvalidValue;
+  if (l.num_tiles == 0) return cudaSuccess;
+  const advance_params ap{l.resolved, b.segment_count, l.tile_log2, l.num_tiles, l.pos, l.tile_off, l.tile_cnt};
+  const unsigned grid = static_cast<unsigned>(l.num_tiles < 65535 ? l.num_tiles : 65535);
+  return visit_width(l.w, [&]<class W>() -> cudaError_t {
+    advance_base_kernel<W, 128><<<grid, 128, 0, stream>>>(ap);
+    SPARSESYNC_CUDA_LAUNCH_CHECK(stream);
+    return cudaSuccess;
+  });
 }
 
 }  // namespace detail

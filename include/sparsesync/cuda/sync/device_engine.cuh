@@ -1,0 +1,518 @@
+// The GPU backends of the one sync engine (sync/device_weights.hpp): the encoder behind sync::device_source
+// and the applier behind sync::device_sink. Include from a .cu file; the sender and receiver that use them may
+// live in plain C++ files.
+//
+// Trainer: each bucket is encoded on the GPU against the snapshot (bucket i + 1 is enqueued before the host
+// waits for bucket i, alternating two streams) and its frame copied to the host for the transport. Each
+// bucket's region of the snapshot is then brought to the new version from the changes its encode found
+// (encode_plan::advance_base_async: only changed elements are written), beside the next bucket's encode: no
+// dense copy after the first version. It lives in GPU memory or, for trainers that cannot spare
+// 1x the model on the GPU, in pinned host memory that the kernels read over the bus (snapshot_place).
+// Worker: frames are uploaded to a device arena and verified against the worker's weights; an atomic commit
+// writes them only once the whole version verified, a streamed one writes each bucket at once and rolls the
+// written buckets back when the version is refused.
+#pragma once
+
+#include <sparsesync/cuda/codec.cuh>
+#include <sparsesync/cuda/sync/frame_channel.hpp>
+#include <sparsesync/sync/device_weights.hpp>
+
+#include <chrono>
+#include <memory>
+#include <vector>
+
+SPARSESYNC_NS_BEGIN
+namespace cuda {
+
+struct device_source_options {
+  cudaStream_t stream = nullptr;  // orders the encode after the caller's last write of the weights
+  sync::snapshot_place snapshot = sync::snapshot_place::device;
+  double expected_density = 0.02;  // initial scratch per bucket, in changes per element (grows on demand)
+};
+
+struct device_sink_options {
+  cudaStream_t stream = nullptr;
+  frame_commit_mode commit = frame_commit_mode::atomic;
+};
+
+namespace detail {
+
+// Device array of pointers, re-uploaded only when the pointers change.
+class device_pointer_array {
+ public:
+  explicit device_pointer_array(cudaStream_t s) : buf_(s), stream_(s) {}
+  const void* const* set(const std::vector<const void*>& ptrs) {
+    if (ptrs != host_) {
+      host_ = ptrs;
+      buf_.reserve(std::max<std::size_t>(1, ptrs.size()) * sizeof(void*));
+      throw_on_cuda_error(cudaMemcpyAsync(buf_.data(), host_.data(), host_.size() * sizeof(void*), cudaMemcpyHostToDevice, stream_),
+                          "upload tensor pointers");
+    }
+    return static_cast<const void* const*>(buf_.data());
+  }
+  [[nodiscard]] void* const* mutable_data() const { return static_cast<void* const*>(buf_.data()); }
+
+ private:
+  device_buffer buf_;
+  cudaStream_t stream_;
+  std::vector<const void*> host_;
+};
+
+class cuda_event {
+ public:
+  cuda_event() { throw_on_cuda_error(cudaEventCreateWithFlags(&e_, cudaEventDisableTiming), "cudaEventCreate"); }
+  cuda_event(const cuda_event&) = delete;
+  cuda_event& operator=(const cuda_event&) = delete;
+  ~cuda_event() { cudaEventDestroy(e_); }
+  [[nodiscard]] cudaEvent_t get() const { return e_; }
+
+ private:
+  cudaEvent_t e_{};
+};
+
+class owned_stream {
+ public:
+  owned_stream() { throw_on_cuda_error(cudaStreamCreateWithFlags(&s_, cudaStreamNonBlocking), "cudaStreamCreate"); }
+  owned_stream(const owned_stream&) = delete;
+  owned_stream& operator=(const owned_stream&) = delete;
+  ~owned_stream() {
+    cudaStreamSynchronize(s_);
+    cudaStreamDestroy(s_);
+  }
+  [[nodiscard]] cudaStream_t get() const { return s_; }
+
+ private:
+  cudaStream_t s_{};
+};
+
+// Pinned host bytes that only grow (frames on their way between the GPU and a host transport).
+class pinned_bytes {
+ public:
+  pinned_bytes() = default;
+  pinned_bytes(const pinned_bytes&) = delete;
+  pinned_bytes& operator=(const pinned_bytes&) = delete;
+  ~pinned_bytes() {
+    if (p_) cudaFreeHost(p_);
+  }
+  unsigned char* reserve(std::size_t n) {
+    if (n > size_) {
+      if (p_) cudaFreeHost(p_);
+      p_ = nullptr;
+      size_ = 0;
+      throw_on_cuda_error(cudaMallocHost(reinterpret_cast<void**>(&p_), n + n / 4), "cudaMallocHost");
+      size_ = n + n / 4;
+    }
+    return p_;
+  }
+
+ private:
+  unsigned char* p_ = nullptr;
+  std::size_t size_ = 0;
+};
+
+// Tensor storage of a snapshot: one allocation per tensor, on the GPU or in pinned (mapped) host memory.
+class snapshot_storage {
+ public:
+  snapshot_storage(const model_layout& layout, sync::snapshot_place place) : place_(place) {
+    ptrs_.resize(layout.size(), nullptr);
+    for (std::size_t i = 0; i < layout.size(); ++i) {
+      const std::size_t bytes = layout[i].bytes();
+      if (bytes == 0) continue;
+      if (place == sync::snapshot_place::device) {
+        throw_on_cuda_error(cudaMalloc(&ptrs_[i], bytes), "cudaMalloc (snapshot)");
+      } else {
+        // Mapped: kernels read and write it directly (unified addressing gives it the same pointer there).
+        throw_on_cuda_error(cudaHostAlloc(&ptrs_[i], bytes, cudaHostAllocMapped), "cudaHostAlloc (snapshot)");
+      }
+      bytes_ += bytes;
+    }
+  }
+  snapshot_storage(const snapshot_storage&) = delete;
+  snapshot_storage& operator=(const snapshot_storage&) = delete;
+  ~snapshot_storage() {
+    for (void* p : ptrs_) {
+      if (!p) continue;
+      if (place_ == sync::snapshot_place::device) cudaFree(p);
+      else cudaFreeHost(p);
+    }
+  }
+  [[nodiscard]] const std::vector<void*>& pointers() const { return ptrs_; }
+  [[nodiscard]] std::uint64_t bytes() const { return bytes_; }
+  [[nodiscard]] sync::snapshot_place place() const { return place_; }
+
+ private:
+  sync::snapshot_place place_;
+  std::vector<void*> ptrs_;
+  std::uint64_t bytes_ = 0;
+};
+
+class device_encoder_impl final : public sync::device_encoder_backend {
+  using clock = std::chrono::steady_clock;
+
+ public:
+  explicit device_encoder_impl(const device_source_options& opt)
+      : opt_(opt), weights_ptrs_(opt.stream), snapshot_ptrs_(opt.stream), zero_(opt.stream), base_ptrs_(opt.stream) {}
+
+  ~device_encoder_impl() override {
+    encoders_.clear();
+    cudaStreamSynchronize(opt_.stream);
+  }
+
+  void prepare(const model_layout& layout, std::vector<bucket_plan> plans, encoder_id encoder, const encode_options& enc) override {
+    layout_ = layout;
+    plans_ = std::move(plans);
+    encoder_ = encoder;
+    enc_ = enc;
+    encoders_.clear();
+    for (std::size_t i = 0; i < plans_.size(); ++i) {
+      encode_config cfg;
+      cfg.encoder = encoder_;
+      cfg.mode = enc_.mode;
+      cfg.log2_chunk = enc_.log2_chunk;
+      cfg.bucket_index = static_cast<std::uint32_t>(i);
+      cfg.max_changes = static_cast<std::uint64_t>(static_cast<double>(plans_[i].numel()) * opt_.expected_density) + 65536;
+      encoders_.push_back(std::make_unique<encode_plan>(layout_, plans_[i], cfg, i % 2 ? aux_.get() : opt_.stream));
+    }
+    bucket_targets_.assign(plans_.size(), 0);
+  }
+
+  [[nodiscard]] bool has_version() const override { return has_version_; }
+
+  sync::source_totals encode_version(std::span<const const_tensor_view> weights, const sync::frame_callback& emit) override {
+    phases_ = {};
+    const auto start = clock::now();
+    const auto* d_weights = weights_ptrs_.set(pointers_of(weights));
+    try {
+      if (!has_version_) {
+        encode_from_zero(d_weights, emit);
+        phases_.encode_seconds = seconds_since(start);
+        const auto copy_start = clock::now();
+        copy_into_snapshot(weights);  // the first version: the one dense copy
+        phases_.snapshot_seconds = seconds_since(copy_start);
+      } else {
+        encode_incremental(d_weights, emit);
+        phases_.encode_seconds = seconds_since(start);
+        const auto advance_start = clock::now();
+        advance_snapshot();
+        phases_.snapshot_seconds = seconds_since(advance_start);
+      }
+    } catch (...) {
+      invalidate();
+      throw;
+    }
+    has_version_ = true;
+    return phases_;
+  }
+
+  void encode_full(const sync::frame_callback& emit) override {
+    if (!has_version_) throw error(errc::invalid_argument, "device_source: no version to send");
+    std::vector<const void*> snap(snapshot_->pointers().begin(), snapshot_->pointers().end());
+    encode_from_zero(snapshot_ptrs_.set(snap), emit);
+  }
+
+  void invalidate() override {
+    has_version_ = false;
+    bucket_targets_.assign(plans_.size(), 0);
+  }
+
+  [[nodiscard]] sync::device_memory_report memory() const override {
+    sync::device_memory_report r;
+    if (snapshot_) (snapshot_->place() == sync::snapshot_place::device ? r.snapshot_device : r.snapshot_host) = snapshot_->bytes();
+    for (const auto& e : encoders_) r.scratch_device += e->scratch_bytes() + e->output_capacity();
+    return r;
+  }
+
+ private:
+  static double seconds_since(clock::time_point t) { return std::chrono::duration<double>(clock::now() - t).count(); }
+
+  std::vector<const void*> pointers_of(std::span<const const_tensor_view> views) const {
+    if (views.size() != layout_.size()) throw error(errc::invalid_argument, "device_source: one view per layout tensor needed");
+    std::vector<const void*> p(views.size());
+    for (std::size_t i = 0; i < views.size(); ++i) p[i] = views[i].data;
+    return p;
+  }
+
+  // Copies frame `bytes` of device memory to the host and hands it on.
+  void emit_frame(const unsigned char* d_frame, std::size_t bytes, const sync::frame_callback& emit) {
+    const auto t0 = clock::now();
+    unsigned char* host = staging_.reserve(bytes);
+    throw_on_cuda_error(cudaMemcpyAsync(host, d_frame, bytes, cudaMemcpyDeviceToHost, copy_.get()), "download frame");
+    throw_on_cuda_error(cudaStreamSynchronize(copy_.get()), "download frame");
+    const auto t1 = clock::now();
+    emit({host, bytes});
+    phases_.download_seconds += std::chrono::duration<double>(t1 - t0).count();
+    phases_.hand_off_seconds += seconds_since(t1);
+  }
+
+  void encode_incremental(const void* const* d_weights, const sync::frame_callback& emit) {
+    std::vector<const void*> snap(snapshot_->pointers().begin(), snapshot_->pointers().end());
+    const auto* d_snap = snapshot_ptrs_.set(snap);
+    // Whatever the caller ordered before `stream` (the weights' last write, our pointer uploads, the last
+    // snapshot advance) is ordered before the encodes on both streams.
+    throw_on_cuda_error(cudaEventRecord(start_.get(), opt_.stream), "cudaEventRecord");
+    throw_on_cuda_error(cudaStreamWaitEvent(aux_.get(), start_.get(), 0), "cudaStreamWaitEvent");
+    const auto enqueue = [&](std::size_t i) {
+      encoders_[i]->set_known_base(bucket_targets_[i]);  // the snapshot's bucket checksums are ours: compare, do not rehash
+      encoders_[i]->encode_async(d_snap, d_weights);
+    };
+    if (!encoders_.empty()) enqueue(0);
+    for (std::size_t i = 0; i < encoders_.size(); ++i) {
+      if (i + 1 < encoders_.size()) enqueue(i + 1);
+      const auto waited = clock::now();
+      const auto r = encoders_[i]->wait();
+      phases_.gpu_wait_seconds += seconds_since(waited);
+      // The changes this encode found go into the snapshot on the bucket's own stream, beside the next
+      // bucket's encode (which reads only its own region of the snapshot).
+      encoders_[i]->advance_base_async();
+      bucket_targets_[i] = r.target_checksum;
+      emit_frame(encoders_[i]->frame(), r.frame_bytes, emit);
+    }
+  }
+
+  // The snapshot advances were enqueued bucket by bucket during the encode: wait for the last of them.
+  void advance_snapshot() {
+    throw_on_cuda_error(cudaStreamSynchronize(opt_.stream), "advance snapshot");
+    throw_on_cuda_error(cudaStreamSynchronize(aux_.get()), "advance snapshot");
+  }
+
+  void copy_into_snapshot(std::span<const const_tensor_view> weights) {
+    if (!snapshot_) snapshot_ = std::make_unique<snapshot_storage>(layout_, opt_.snapshot);
+    const auto& dst = snapshot_->pointers();
+    for (std::size_t i = 0; i < layout_.size(); ++i)
+      if (dst[i]) throw_on_cuda_error(cudaMemcpyAsync(dst[i], weights[i].data, layout_[i].bytes(), cudaMemcpyDefault, opt_.stream), "snapshot copy");
+    throw_on_cuda_error(cudaStreamSynchronize(opt_.stream), "snapshot copy");
+  }
+
+  // A full transfer of `d_target`: absolute values against the all-zero model, with the bitmap encoder (as the
+  // host engine). The zero base is one bucket-sized zero buffer that each bucket's base pointers are aimed at
+  // (same alignment as the target's elements, so the wide loads stay wide); each bucket gets a temporary plan
+  // sized for every element changing, one bucket at a time.
+  void encode_from_zero(const void* const* d_target, const sync::frame_callback& emit) {
+    std::size_t zero_bytes = 0;
+    for (const auto& p : plans_) zero_bytes = std::max<std::size_t>(zero_bytes, p.numel() * size_of(p.dtype));
+    zero_bytes += 512;
+    if (zero_.size() < zero_bytes) {
+      zero_.reserve(zero_bytes);
+      throw_on_cuda_error(cudaMemsetAsync(zero_.data(), 0, zero_.size(), opt_.stream), "zero buffer");
+    }
+    // The target pointers, to match the base's alignment to each segment's.
+    std::vector<const void*> target(layout_.size());
+    throw_on_cuda_error(cudaMemcpyAsync(target.data(), d_target, target.size() * sizeof(void*), cudaMemcpyDeviceToHost, opt_.stream),
+                        "read tensor pointers");
+    throw_on_cuda_error(cudaStreamSynchronize(opt_.stream), "read tensor pointers");
+    const auto zero = reinterpret_cast<std::uintptr_t>(zero_.data());
+    for (std::size_t i = 0; i < plans_.size(); ++i) {
+      const auto& plan = plans_[i];
+      const std::size_t esize = size_of(plan.dtype);
+      std::vector<const void*> base(layout_.size(), zero_.data());
+      for (const auto& s : plan.segments) {
+        const auto at = reinterpret_cast<std::uintptr_t>(target[s.tensor]) + s.offset * esize;
+        // base[t] + offset * esize lands 256 + (at mod 256) bytes into the zero buffer.
+        base[s.tensor] = reinterpret_cast<const void*>(zero + 256 + (at % 256) - s.offset * esize);
+      }
+      encode_config cfg;
+      cfg.encoder = encoder_id::bitmap;
+      cfg.mode = value_mode::absolute;
+      cfg.log2_chunk = enc_.log2_chunk;
+      cfg.bucket_index = static_cast<std::uint32_t>(i);
+      cfg.max_changes = plan.numel() + 4096;
+      encode_plan dense(layout_, plan, cfg, opt_.stream);
+      const auto r = dense.encode(base_ptrs_.set(base), d_target);
+      bucket_targets_[i] = r.target_checksum;
+      emit_frame(dense.frame(), r.frame_bytes, emit);
+    }
+  }
+
+  device_source_options opt_;
+  model_layout layout_;
+  std::vector<bucket_plan> plans_;
+  encoder_id encoder_ = encoder_id::rice;
+  encode_options enc_;
+  owned_stream aux_, copy_;  // odd buckets are encoded on aux_; frames come down on copy_
+  cuda_event start_;
+  std::vector<std::unique_ptr<encode_plan>> encoders_;
+  std::unique_ptr<snapshot_storage> snapshot_;
+  device_pointer_array weights_ptrs_, snapshot_ptrs_;
+  device_buffer zero_;
+  device_pointer_array base_ptrs_;
+  pinned_bytes staging_;
+  std::vector<std::uint64_t> bucket_targets_;
+  sync::source_totals phases_;  // of the encode in progress
+  bool has_version_ = false;
+};
+
+class device_applier_impl final : public sync::device_applier_backend {
+ public:
+  device_applier_impl(const model_layout& layout, std::span<const tensor_view> weights, const device_sink_options& opt)
+      : layout_(layout), opt_(opt), weights_ptrs_(opt.stream) {
+    throw_if_error(check_views(layout_, weights, "receiver buffers"));
+    weights_.assign(weights.begin(), weights.end());
+    std::vector<const void*> p(weights.size());
+    for (std::size_t i = 0; i < weights.size(); ++i) p[i] = weights[i].data;
+    (void)weights_ptrs_.set(p);
+    throw_on_cuda_error(cudaStreamSynchronize(opt_.stream), "upload tensor pointers");
+  }
+  ~device_applier_impl() override {
+    applier_.reset();
+    checksummers_.clear();
+    cudaStreamSynchronize(opt_.stream);
+    if (arena_) cudaFree(arena_);
+  }
+
+  [[nodiscard]] const model_layout& layout() const override { return layout_; }
+
+  // Encodes the weights against themselves (no changes): each bucket's base checksum is its content checksum.
+  std::uint64_t checksum() override {
+    if (checksummers_.empty()) {
+      for (const auto& p : fixed_bytes{}.plan(layout_, default_log2_chunk)) {
+        encode_config cfg;
+        cfg.max_changes = 4096;
+        checksummers_.push_back(std::make_unique<encode_plan>(layout_, p, cfg, opt_.stream));
+      }
+    }
+    auto* d = weights_ptrs_.mutable_data();
+    std::uint64_t sum = 0;
+    for (auto& c : checksummers_) sum += c->encode(d, d).base_checksum;
+    return sum;
+  }
+
+  void begin(bool full, std::optional<std::uint64_t> known_base) override {
+    full_ = full;
+    known_ = full ? std::nullopt : known_base;
+    changed_ = 0;
+    used_ = 0;
+    frames_.clear();
+    if (!applier_ || applier_known_ != known_.has_value()) {
+      apply_config cfg;
+      cfg.known_base = known_.has_value();  // then only changed elements are read
+      applier_ = std::make_unique<apply_plan>(layout_, cfg, opt_.stream);
+      applier_known_ = known_.has_value();
+    }
+    applier_->begin();
+    if (full) {
+      for (std::size_t i = 0; i < weights_.size(); ++i)
+        if (layout_[i].bytes()) throw_on_cuda_error(cudaMemsetAsync(weights_[i].data, 0, layout_[i].bytes(), opt_.stream), "zero weights");
+    }
+  }
+
+  status add_bucket(std::span<const unsigned char> frame) override {
+    // A full transfer's frames are applied as they come and not needed again: each one reuses the arena's
+    // start (the stream orders its upload after the last one's apply), so a model-sized transfer never needs
+    // model-sized scratch.
+    if (full_) used_ = 0;
+    grow(used_ + frame.size(), used_);
+    unsigned char* d_frame = arena_ + used_;
+    throw_on_cuda_error(cudaEventSynchronize(staged_.get()), "upload frame");  // the last upload has left the staging
+    unsigned char* host = staging_.reserve(frame.size());
+    std::memcpy(host, frame.data(), frame.size());
+    throw_on_cuda_error(cudaMemcpyAsync(d_frame, host, frame.size(), cudaMemcpyHostToDevice, opt_.stream), "upload frame");
+    throw_on_cuda_error(cudaEventRecord(staged_.get(), opt_.stream), "cudaEventRecord");
+    auto* d = weights_ptrs_.mutable_data();
+    if (full_) applier_->apply(d_frame, frame.size(), d);  // no version to protect
+    else if (opt_.commit == frame_commit_mode::streamed) applier_->apply_undoable(d_frame, frame.size(), d);
+    else applier_->verify(d_frame, frame.size(), d);
+    if (!full_) frames_.emplace_back(used_, frame.size());
+    used_ += frame.size();
+    // The verdict is read once, at finish(): one synchronization per version, not per bucket (apply_plan
+    // reads each frame's change count on its own).
+    return {};
+  }
+
+  status finish(const patch_header& h) override {
+    applier_->check_patch(h, known_);
+    const auto r = applier_->result();
+    if (!r.status) return r.status;
+    changed_ = r.changed;
+    target_ = r.target_checksum;
+    return {};
+  }
+
+  void commit() override {
+    if (!full_ && opt_.commit == frame_commit_mode::atomic) {
+      auto* d = weights_ptrs_.mutable_data();
+      for (const auto& [off, bytes] : frames_) applier_->commit(arena_ + off, bytes, d);
+      const auto r = applier_->result();
+      if (!r.status) throw error(r.status.code(), "device_sink: commit of a verified version failed: " + r.status.message());
+    } else {
+      throw_on_cuda_error(cudaStreamSynchronize(opt_.stream), "commit");
+    }
+  }
+
+  void abort() override {
+    if (!full_ && opt_.commit == frame_commit_mode::streamed) {
+      try {
+        applier_->rollback(weights_ptrs_.mutable_data());
+      } catch (const std::exception& e) {
+        throw error(errc::invalid_argument, std::string("device_sink: a refused version's rollback failed (") + e.what() +
+                                                "): the weights hold no known version");
+      }
+    }
+    cudaStreamSynchronize(opt_.stream);
+  }
+
+  [[nodiscard]] std::uint64_t changed() const override { return changed_; }
+  [[nodiscard]] std::uint64_t target_checksum() const override { return target_; }
+  [[nodiscard]] sync::device_memory_report memory() const override {
+    sync::device_memory_report r;
+    r.scratch_device = arena_bytes_ + (applier_ ? applier_->scratch_bytes() : 0);
+    return r;
+  }
+
+ private:
+  // Room for `need` bytes of frames, keeping the first `keep` (the stream idles first: rare, the first versions).
+  void grow(std::size_t need, std::size_t keep) {
+    if (need <= arena_bytes_) return;
+    throw_on_cuda_error(cudaStreamSynchronize(opt_.stream), "grow");
+    unsigned char* bigger = nullptr;
+    const std::size_t cap = std::max<std::size_t>(2 * arena_bytes_, need + (16u << 20));
+    throw_on_cuda_error(cudaMalloc(reinterpret_cast<void**>(&bigger), cap), "cudaMalloc");
+    if (keep) throw_on_cuda_error(cudaMemcpy(bigger, arena_, keep, cudaMemcpyDeviceToDevice), "cudaMemcpy");
+    if (keep) applier_->frames_moved(arena_, keep, bigger);  // its kept staging points into the frames
+    if (arena_) cudaFree(arena_);
+    arena_ = bigger;
+    arena_bytes_ = cap;
+  }
+
+  model_layout layout_;
+  device_sink_options opt_;
+  std::vector<tensor_view> weights_;
+  device_pointer_array weights_ptrs_;
+  std::unique_ptr<apply_plan> applier_;
+  bool applier_known_ = false;
+  std::vector<std::unique_ptr<encode_plan>> checksummers_;
+  std::vector<std::pair<std::size_t, std::size_t>> frames_;
+  pinned_bytes staging_;
+  cuda_event staged_;  // the last frame upload from staging_
+  unsigned char* arena_ = nullptr;
+  std::size_t arena_bytes_ = 0, used_ = 0;
+  bool full_ = false;
+  std::optional<std::uint64_t> known_;
+  std::uint64_t changed_ = 0, target_ = 0;
+};
+
+}  // namespace detail
+
+// The GPU encoder of a sync::device_source. `opt.stream` must outlive it.
+template <class Sel, class Policy = fixed_bytes>
+sync::device_source<Sel, Policy> make_device_source(const device_source_options& opt = {}) {
+  return sync::device_source<Sel, Policy>(std::make_unique<detail::device_encoder_impl>(opt));
+}
+
+// The same, type-erased, for a sender built in a file nvcc does not compile: wrap it there with
+// sync::device_source<Sel, Policy>(std::move(backend)).
+inline std::unique_ptr<sync::device_encoder_backend> make_device_encoder_backend(const device_source_options& opt = {}) {
+  return std::make_unique<detail::device_encoder_impl>(opt);
+}
+
+// The GPU applier of a sync::device_sink over `weights` (views of device memory, layout order).
+inline sync::device_sink make_device_sink(const model_layout& layout, std::span<const tensor_view> weights, const device_sink_options& opt = {}) {
+  return sync::device_sink(std::make_unique<detail::device_applier_impl>(layout, weights, opt));
+}
+
+inline std::unique_ptr<sync::device_applier_backend> make_device_applier_backend(const model_layout& layout, std::span<const tensor_view> weights,
+                                                                                 const device_sink_options& opt = {}) {
+  return std::make_unique<detail::device_applier_impl>(layout, weights, opt);
+}
+
+}  // namespace cuda
+SPARSESYNC_NS_END

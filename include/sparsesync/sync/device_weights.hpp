@@ -1,0 +1,183 @@
+// Weights on GPUs in the one sync engine: device_source (trainer) and device_sink (worker), the version_source
+// and version_sink of weights in device memory. With them sync::sender and sync::receiver give GPU weights
+// every guarantee host weights have (handshake with layout hash and held checksum, acks carrying the verified
+// checksum, nack and healing, kept patches and full transfers for late or restarted workers), over any
+// transport: the frames cross through host memory.
+//
+// This header needs no CUDA compiler: the GPU work sits behind two abstract backends, which
+// cuda/sync/device_engine.cuh implements (include it from a .cu file and call make_device_source /
+// make_device_sink there). A program whose transport nvcc cannot compile (Boost.Asio) builds its sender or
+// receiver in a .cpp file from a backend made in a .cu file.
+//
+// Tensor views hold DEVICE pointers here (numel and dtype as for host weights).
+#pragma once
+
+#include <sparsesync/codec/encoder_table.hpp>
+#include <sparsesync/codec/registry.hpp>
+#include <sparsesync/format/patch_writer.hpp>
+#include <sparsesync/sync/version_sink.hpp>
+#include <sparsesync/sync/version_source.hpp>
+
+#include <chrono>
+#include <functional>
+#include <memory>
+
+SPARSESYNC_NS_BEGIN
+namespace sync {
+
+// Where a device_source keeps its snapshot (the base of the next patch).
+enum class snapshot_place {
+  device,       // GPU memory: 1x the model, the fastest compare
+  host_pinned,  // pinned host memory read by the GPU over PCIe / NVLink-C2C: no GPU copy of the model
+};
+
+// What a device backend holds beside the weights, in bytes.
+struct device_memory_report {
+  std::uint64_t snapshot_device = 0;  // the snapshot in GPU memory (0 with snapshot_place::host_pinned)
+  std::uint64_t snapshot_host = 0;    // the snapshot in pinned host memory
+  std::uint64_t scratch_device = 0;   // encode / apply scratch and frames: O(payload)
+};
+
+using frame_callback = std::function<void(std::span<const unsigned char> frame)>;
+
+// The GPU half of a device_source (cuda/sync/device_engine.cuh).
+class device_encoder_backend {
+ public:
+  virtual ~device_encoder_backend() = default;
+  // Once, before anything else: the buckets of every version and how they are encoded.
+  virtual void prepare(const model_layout& layout, std::vector<bucket_plan> plans, encoder_id encoder, const encode_options& enc) = 0;
+  [[nodiscard]] virtual bool has_version() const = 0;
+  // Encodes `weights` (device pointers) against the snapshot, or from the all-zero model when it holds no
+  // version (absolute values, bitmap), handing each bucket frame to `emit` in order (host memory, valid during
+  // the call); afterwards the snapshot holds `weights`. Throws on failure, the snapshot then holding none.
+  virtual source_totals encode_version(std::span<const const_tensor_view> weights, const frame_callback& emit) = 0;
+  // The snapshot from the all-zero model (a full transfer), frames to `emit`.
+  virtual void encode_full(const frame_callback& emit) = 0;
+  virtual void invalidate() = 0;
+  [[nodiscard]] virtual device_memory_report memory() const = 0;
+};
+
+// The GPU half of a device_sink (cuda/sync/device_engine.cuh); its calls are version_sink's.
+class device_applier_backend {
+ public:
+  virtual ~device_applier_backend() = default;
+  [[nodiscard]] virtual const model_layout& layout() const = 0;
+  virtual std::uint64_t checksum() = 0;
+  virtual void begin(bool full, std::optional<std::uint64_t> known_base) = 0;
+  virtual status add_bucket(std::span<const unsigned char> frame) = 0;
+  virtual status finish(const patch_header& h) = 0;
+  virtual void commit() = 0;
+  virtual void abort() = 0;
+  [[nodiscard]] virtual std::uint64_t changed() const = 0;
+  [[nodiscard]] virtual std::uint64_t target_checksum() const = 0;
+  [[nodiscard]] virtual device_memory_report memory() const = 0;
+};
+
+namespace detail {
+// The GPU encodes each bucket with one encoder (no per-chunk trial of several): Sel must name it.
+template <class Sel>
+struct device_encoder_of {
+  static_assert(requires { Sel::id; },
+                "sparsesync: device_source encodes on the GPU with one encoder: name it (e.g. sparsesync::rice), not a best_of selection");
+  static constexpr encoder_id value = Sel::id;
+};
+}  // namespace detail
+
+// The trainer's GPU weights as a version_source. Sel: one encoder with a device twin; Policy: the buckets.
+template <class Sel, class Policy = fixed_bytes>
+class device_source {
+  static_assert(check_bucketing_policy<Policy>);
+  static constexpr encoder_id encoder = detail::device_encoder_of<Sel>::value;
+  static_assert(encoder_table_row(encoder).gpu, "sparsesync: device_source: this encoder has no device twin (encoder_table.hpp)");
+  using clock = std::chrono::steady_clock;
+
+ public:
+  device_source() = default;  // no backend: prepare() throws (a sender needs one)
+  explicit device_source(std::unique_ptr<device_encoder_backend> backend) : backend_(std::move(backend)) {}
+
+  void prepare(const model_layout& layout, const encode_options& enc, const Policy& policy) {
+    if (!backend_) throw error(errc::invalid_argument, "device_source: no GPU backend (make one with cuda::make_device_source)");
+    layout_ = &layout;
+    plans_ = policy.plan(layout, enc.log2_chunk);
+    backend_->prepare(layout, plans_, encoder, enc);
+  }
+
+  [[nodiscard]] bool has_version() const { return backend_ && backend_->has_version(); }
+
+  source_totals encode_version(std::span<const const_tensor_view> weights, const patch_options& po, version_stream& out) {
+    return write(out, po, !has_version(), [&](const frame_callback& emit) { return backend_->encode_version(weights, emit); });
+  }
+
+  void encode_full(const patch_options& po, version_stream& out) {
+    (void)write(out, po, true, [&](const frame_callback& emit) {
+      backend_->encode_full(emit);
+      return source_totals{};
+    });
+  }
+
+  void invalidate() {
+    if (backend_) backend_->invalidate();
+  }
+
+  [[nodiscard]] device_memory_report memory() const { return backend_ ? backend_->memory() : device_memory_report{}; }
+
+ private:
+  // Frames the backend's buckets as one version: prologue, buckets as they come, the closing header with the
+  // whole-model checksums the bucket headers add up to.
+  template <class Encode>
+  source_totals write(version_stream& out, const patch_options& po, bool from_zero, Encode&& encode) {
+    stream_writer w(out);
+    patch_header h = sparsesync::detail::patch_header_for(*layout_, plans_.size(), po, from_zero, 0);
+    if (po.include_layout) throw error(errc::invalid_argument, "device_source: the layout travels in the handshake, not in versions");
+    std::vector<unsigned char> bytes;
+    sparsesync::detail::write_patch_prologue(bytes, h, {}, po.metadata);
+    source_totals totals;
+    try {
+      w.prologue(bytes);
+      totals = encode([&](std::span<const unsigned char> frame) { (void)w.bucket(frame); });
+    } catch (...) {
+      out.finish(false);
+      throw;
+    }
+    h.base_checksum = w.base_checksum();
+    h.target_checksum = w.target_checksum();
+    unsigned char end[patch_header_bytes];
+    sparsesync::detail::write_patch_header(end, h);
+    w.end(end, h.target_checksum);
+    totals.changed = w.changed();
+    return totals;
+  }
+
+  std::unique_ptr<device_encoder_backend> backend_;
+  const model_layout* layout_ = nullptr;
+  std::vector<bucket_plan> plans_;
+};
+
+// A worker's GPU weights as a version_sink.
+class device_sink {
+ public:
+  explicit device_sink(std::unique_ptr<device_applier_backend> backend) : backend_(std::move(backend)) {
+    if (!backend_) throw error(errc::invalid_argument, "device_sink: no GPU backend (make one with cuda::make_device_sink)");
+  }
+
+  void prepare(const model_layout& layout) {
+    if (layout.hash() != backend_->layout().hash()) throw error(errc::layout_mismatch, "device_sink: the backend was made for another layout");
+  }
+  std::uint64_t checksum() { return backend_->checksum(); }
+  void begin(bool full, std::optional<std::uint64_t> known_base) { backend_->begin(full, known_base); }
+  status add_bucket(std::span<const unsigned char> frame) { return backend_->add_bucket(frame); }
+  status finish(const patch_header& h) { return backend_->finish(h); }
+  void commit() { backend_->commit(); }
+  void abort() { backend_->abort(); }
+  [[nodiscard]] std::uint64_t changed() const { return backend_->changed(); }
+  [[nodiscard]] std::uint64_t target_checksum() const { return backend_->target_checksum(); }
+  [[nodiscard]] device_memory_report memory() const { return backend_->memory(); }
+
+ private:
+  std::unique_ptr<device_applier_backend> backend_;
+};
+
+static_assert(check_version_sink<device_sink>);
+
+}  // namespace sync
+SPARSESYNC_NS_END
