@@ -834,6 +834,54 @@ TEST_CASE("GPU apply refuses hand-made bad frames: no-op change, bad tiling, wro
   }
 }
 
+TEST_CASE("GPU apply refuses rice parameters the encoder would not pick, as the host does (regressions/chunk_decode/rice-suboptimal-k)") {
+  // The fuzzer's chunk: 13 f32 elements, ulp mode, 2 changes. `00 01 fa 02` spells the same changes as the
+  // encoder's `00 02 da 00` (same length), with k_val 1 where the encoder picks 2.
+  const std::vector<unsigned char> canonical_data = {0x00, 0x02, 0xda, 0x00};
+  const std::vector<unsigned char> suboptimal_data = {0x00, 0x01, 0xfa, 0x02};
+  model_layout layout({{"a", dtype::f32, {13}}});
+  host_model base(layout);
+  std::mt19937_64 rng(14);
+  for (std::uint64_t i = 0; i < 13; ++i) base.set<std::uint32_t>(0, i, random_pattern(rng, 32));
+  // The target: the encoder's chunk applied to the base.
+  chunk_context<std::uint32_t> ctx;
+  ctx.numel = 13;
+  ctx.changes = 2;
+  ctx.mode = value_mode::ulp;
+  std::vector<std::uint32_t> positions, values;
+  REQUIRE(rice::decode<std::uint32_t>(canonical_data, ctx, positions, values).ok());
+  host_model target = base;
+  for (std::size_t j = 0; j < positions.size(); ++j)
+    target.set<std::uint32_t>(0, positions[j], decode_value(value_mode::ulp, base.get<std::uint32_t>(0, positions[j]), values[j]));
+  const bucket_plan plan{dtype::f32, {{0, 0, 13}}};
+  const auto frame = host_frame(base, target, plan, 0, encoder_id::rice, value_mode::ulp, 16);
+  const std::size_t data = 80 + 24 + 8;
+  REQUIRE(frame.size() == data + canonical_data.size());
+  REQUIRE(std::equal(canonical_data.begin(), canonical_data.end(), frame.begin() + data));
+  sc::apply_plan ap(layout);
+  {  // the encoder's frame applies
+    device_model dm(base);
+    const status gpu = gpu_apply_one(ap, dm, frame, frame.size());
+    INFO("gpu '" << gpu.message() << "'");
+    REQUIRE(gpu.ok());
+    host_model got(layout);
+    dm.download(got);
+    CHECK(got.bytes == target.bytes);
+  }
+  auto f = frame;
+  std::copy(suboptimal_data.begin(), suboptimal_data.end(), f.begin() + data);
+  fix_checksums(f);
+  device_model dm(base);
+  const status host = host_verdict(base, f, false);
+  const status gpu = gpu_apply_one(ap, dm, f, f.size());
+  INFO("host '" << host.message() << "', gpu '" << gpu.message() << "' (" << static_cast<int>(gpu.code()) << ")");
+  CHECK(host.code() == errc::non_canonical);
+  CHECK(gpu.code() == errc::non_canonical);
+  host_model got(layout);
+  dm.download(got);
+  CHECK(got.bytes == base.bytes);
+}
+
 TEST_CASE("several streams at once") {
   std::mt19937_64 rng(77);
   constexpr int streams = 4;

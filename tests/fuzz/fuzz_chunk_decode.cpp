@@ -3,10 +3,8 @@
 // change count (bytes 4-7), then the chunk's data.
 // Properties: a decode that succeeds yields exactly `changes` strictly increasing positions below `numel`, and
 // re-encoding them gives back the very bytes decoded (every encoder's decoder must refuse a byte string its
-// encoder would not write, encoder.hpp requirement 6: one version has one encoding). One known exception:
-// rice's decoders (host and GPU) accept any in-range k_gap / k_val, where FORMAT.md §3.4 has the encoder pick
-// the cheapest; so rice is re-encoded with the chunk's own parameters (regressions/chunk_decode/
-// rice-suboptimal-k is such a chunk; docs/RELIABILITY.md, "Known gaps").
+// encoder would not write, encoder.hpp requirement 6: one version has one encoding). For rice this includes
+// its parameters: regressions/chunk_decode/rice-suboptimal-k names a k the encoder would not pick.
 #include "fuzz_support.hpp"
 
 #include <sparsesync/codec/registry.hpp>
@@ -15,28 +13,6 @@
 
 namespace {
 using namespace sparsesync;
-
-// E's encoding of `in`; for rice, with the parameters the decoded chunk names (see the file comment).
-template <class E, element_word W>
-void encode_again(const chunk_changes<W>& in, std::span<const unsigned char> data, std::vector<unsigned char>& out) {
-  if constexpr (std::same_as<E, rice>) {
-    rice::chunk_plan p;
-    p.k_gap = data[0];
-    p.k_val = data[1];
-    std::uint64_t bits = 0;
-    std::uint32_t next = 0;
-    for (auto pos : in.positions) {
-      bits += detail::rice_cost(pos - next, p.k_gap, rice::gap_raw_bits);
-      next = pos + 1;
-    }
-    for (W v : in.values)
-      bits += in.mode == value_mode::ulp ? detail::rice_cost(rice::value_code(v), p.k_val, 8 * sizeof(W)) : 8 * sizeof(W);
-    p.bytes = 2 + static_cast<std::size_t>((bits + 7) / 8);
-    rice::encode(in, out, p);
-  } else {
-    E::template encode<W>(in, out);
-  }
-}
 
 template <class E, element_word W>
 void check(std::span<const unsigned char> data, std::uint32_t numel, std::uint32_t changes, value_mode mode) {
@@ -58,7 +34,7 @@ void check(std::span<const unsigned char> data, std::uint32_t numel, std::uint32
   in.positions = positions;
   in.values = values;
   std::vector<unsigned char> again;
-  if (changes > 0) encode_again<E, W>(in, data, again);
+  if (changes > 0) E::template encode<W>(in, again);
   FUZZ_CHECK(again.size() == data.size() && std::equal(again.begin(), again.end(), data.begin()));
 }
 }  // namespace

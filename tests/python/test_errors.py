@@ -57,6 +57,16 @@ def test_not_a_patch(layout, base):
         ss.inspect(b"")
 
 
+def test_inspect_checks_as_the_cli_does(layout, base, new):
+    # One check for both (format/patch_check.hpp): the header is named once, and trailing bytes are refused.
+    with pytest.raises(ss.Truncated) as caught:
+        ss.inspect(bytes(40))
+    assert "patch header: 40 of its" in str(caught.value)
+    assert "patch header: patch header" not in str(caught.value)
+    with pytest.raises(ss.Malformed, match="trailing bytes"):
+        ss.inspect(ss.diff(layout, base, new) + b"\0")
+
+
 def test_wrong_base(layout, base, new):
     patch = ss.diff(layout, base, new)
     work = copies(base)

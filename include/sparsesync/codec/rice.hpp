@@ -293,6 +293,16 @@ struct rice {
       values[i] = unzigzag(static_cast<W>(code + 1));
     }
     if (!r.at_padded_end()) return {errc::malformed, "trailing bits after the last value"};
+    // One change set, one encoding (FORMAT.md §3.4, §6.3): the parameters must be those plan() picks for the
+    // decoded changes, priced by the encoder's own code so the two cannot drift apart.
+    chunk_changes<W> in;
+    in.numel = ctx.numel;
+    in.mode = ctx.mode;
+    in.positions = positions;
+    in.values = values;
+    if (const chunk_plan fit = plan(in); fit.k_gap != k_gap || fit.k_val != k_val)
+      return {errc::non_canonical, "rice parameters k_gap " + std::to_string(k_gap) + ", k_val " + std::to_string(k_val) +
+                                       " where the encoder picks " + std::to_string(fit.k_gap) + ", " + std::to_string(fit.k_val)};
     return {};
   }
 };

@@ -286,7 +286,7 @@ SPARSESYNC_KERNEL void __launch_bounds__(decode_threads) apply_decode_kernel(app
 }
 
 // Pass 1b, Rice only (a sequential code), a thread per chunk: the full canonical decoding into the staging
-// list in groups of four (16-byte stores).
+// list in groups of four (16-byte stores), then the parameter check on the staged changes.
 template <class W>
 SPARSESYNC_DEVICE void rice_decode_chunks(const apply_params& p, const bucket_info& I) {
   const auto mode = static_cast<value_mode>(I.mode);
@@ -325,6 +325,7 @@ SPARSESYNC_DEVICE void rice_decode_chunks(const apply_params& p, const bucket_in
       }
     }
     if (e == errc::ok) e = dec.finish();
+    if (e == errc::ok) e = check_rice_parameters<W>(mode, numel_c, data0 + off, staged_changes<W>{p.stage_pos + at, p.stage_val + at, n});
     if (e != errc::ok) fail(&p.info->decode_status, e);
   }
 }

@@ -212,9 +212,34 @@ SPARSESYNC_DEVICE void encode_chunk(encoder_id enc, value_mode mode, std::uint32
   }
 }
 
-// Sequential decoder of one chunk's data with the host decoders' checks. Call init(), then next() exactly
-// `changes` times, then finish(); each returns errc::ok or the first error. Only the data's bytes are
-// interpreted; whole 16-byte blocks are loaded only inside [lo, hi), the allocation holding it (e.g. the frame).
+// A chunk's changes as decoded into a staging list: chunk-relative positions and coded values (zero-extended
+// to 32 bits). A source for chunk_data_size.
+template <class W>
+struct staged_changes {
+  const std::uint32_t* pos;
+  const std::uint32_t* val;
+  std::uint32_t n;
+  template <class F>
+  SPARSESYNC_DEVICE void for_each(F&& f) const {
+    for (std::uint32_t j = 0; j < n; ++j) f(pos[j], static_cast<W>(val[j]));
+  }
+};
+
+// One change set, one encoding (FORMAT.md 3.4): a rice chunk's parameters (its data bytes 0 and 1) must be the
+// ones the device encoder picks for its decoded changes, priced by that encoder's own chunk_data_size.
+template <class W>
+SPARSESYNC_DEVICE errc check_rice_parameters(value_mode mode, std::uint32_t numel, const unsigned char* data, const staged_changes<W>& changes) {
+  chunk_plan fit;
+  staged_changes<W> src = changes;
+  chunk_data_size<W>(encoder_id::rice, mode, numel, changes.n, src, fit);
+  return fit.k_gap == data[0] && fit.k_val == data[1] ? errc::ok : errc::non_canonical;
+}
+
+// Sequential decoder of one chunk's data with the host decoders' checks but one: whether rice's parameters
+// are the encoder's choice needs every change, so the caller checks it on the decoded changes
+// (check_rice_parameters). Call init(), then next() exactly `changes` times, then finish(); each returns
+// errc::ok or the first error. Only the data's bytes are interpreted; whole 16-byte blocks are loaded only
+// inside [lo, hi), the allocation holding it (e.g. the frame).
 template <class W>
 class chunk_decoder {
   // (entropy: entropy_decode_chunk, which reads the base and uses this class for its rice body)

@@ -294,18 +294,8 @@ SPARSESYNC_DEVICE void entropy_chunk_write(value_mode mode, std::uint32_t numel,
 
 // ---- decode ----
 
-// Changes staged as (chunk-relative position or group << 24 | rank, coded value) in spos / sval.
-template <class W>
-struct entropy_staged {
-  const std::uint32_t* spos;
-  const std::uint32_t* sval;
-  std::uint32_t n;
-  template <class F>
-  SPARSESYNC_DEVICE void for_each(F&& f) const {  // as positions and values (chunk_data_size's source)
-    for (std::uint32_t j = 0; j < n; ++j) f(spos[j], static_cast<W>(sval[j]));
-  }
-};
-
+// Changes staged as (chunk-relative position or group << 24 | rank, coded value) in spos / sval; as positions
+// and values they are a staged_changes (chunk_codec.cuh).
 template <class W>
 struct entropy_staged_ranked {
   const std::uint32_t* spos;
@@ -342,7 +332,7 @@ SPARSESYNC_DEVICE errc entropy_rice_get(bit_reader& r, unsigned k, unsigned raw_
 template <class W>
 SPARSESYNC_DEVICE std::uint64_t entropy_rice_bytes(value_mode mode, std::uint32_t numel, std::uint32_t n, const std::uint32_t* spos,
                                                    const std::uint32_t* sval, chunk_plan& plan) {
-  entropy_staged<W> src{spos, sval, n};
+  staged_changes<W> src{spos, sval, n};
   return chunk_data_size<W>(encoder_id::rice, mode, numel, n, src, plan);
 }
 
@@ -362,9 +352,7 @@ SPARSESYNC_DEVICE errc entropy_decode_fallback(value_mode mode, const unsigned c
   }
   if (e == errc::ok) e = dec.finish();
   if (e != errc::ok) return e;
-  chunk_plan rp;
-  entropy_rice_bytes<W>(mode, numel, n, spos, sval, rp);
-  if (rp.k_gap != data[1] || rp.k_val != data[2]) return errc::non_canonical;
+  if (const errc pe = check_rice_parameters<W>(mode, numel, data + 1, staged_changes<W>{spos, sval, n}); pe != errc::ok) return pe;
   entropy_dev_groups g;
   entropy_make_groups<W>(g, base, numel);
   // Ranks replace the positions while the class body is priced, then the positions are found again.
