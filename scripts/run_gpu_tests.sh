@@ -43,6 +43,12 @@ rc=0
     "$sanitizer" --tool racecheck --error-exitcode 9 "$bin/frame_sync_tests" -tc='*every version*' || rc=1
     echo
   fi
+  if [[ -x $bin/engine_gpu_tests ]]; then
+    echo "===== engine_gpu_tests (the one sync engine with GPU weights: device_source / device_sink), then under memcheck ====="
+    "$bin/engine_gpu_tests" --duration=true || rc=1
+    "$sanitizer" --tool memcheck --error-exitcode 9 "$bin/engine_gpu_tests" || rc=1
+    echo
+  fi
   if [[ -x $bin/frame_sync_tcp_tests ]]; then
     echo "===== frame_sync_tcp_tests (GPU weights over asio_tcp with a key, one trainer, two workers), then under memcheck ====="
     "$bin/frame_sync_tcp_tests" --duration=true || rc=1
