@@ -89,13 +89,38 @@ class receiver {
   // order. A version that fails verification is refused (the sender is told, and follows with a full
   // transfer); the weights keep the last good version and the error is thrown as sparsesync::error.
   std::optional<applied_version> next() {
+    auto p = receive();
+    if (!p) return std::nullopt;
+    if (!p->verdict) {
+      refuse_pending(*p, p->verdict);
+      throw error(p->verdict);
+    }
+    return commit_pending(*p);
+  }
+
+  // One version in two steps, for a caller that commits several receivers as one (sharded_receiver):
+  // receive() reads and verifies the next version and leaves it pending (nothing of a patch is written yet; a
+  // full transfer is written as it arrives, the weights holding no version meanwhile); then either
+  // commit_pending() writes it and acknowledges it, or refuse_pending() gives it up (the weights keep, or get
+  // back, the old version) and sends the sender a nack.
+  struct pending_version {
+    applied_version info;
+    status verdict;  // ok: verified, ready to commit
+    bool begun = false;
+    clock::time_point start;
+  };
+
+  // nullopt once the sender closed the connection in order (between versions).
+  std::optional<pending_version> receive() {
     std::vector<std::byte> in;
     if (!link_.receive(in)) return std::nullopt;
-    const auto start = clock::now();
+    pending_version p;
+    p.start = clock::now();
     if (type_of(in) != message_type::version_begin) throw error(errc::malformed, "expected the start of a version");
     patch_prologue pro;
     const auto body = body_of(in);
-    status st = parse_patch_prologue(body, pro);
+    status& st = p.verdict;
+    st = parse_patch_prologue(body, pro);
     if (st && pro.bytes != body.size()) st = {errc::malformed, "version start has trailing bytes"};
     if (st && pro.header.layout_hash != layout_.hash()) st = {errc::layout_mismatch, "version for another model layout"};
     const bool full = st && (pro.header.flags & flag_from_zero);
@@ -108,7 +133,6 @@ class receiver {
     info.base_version = pro.header.base_version;
     info.full = full;
     info.payload_bytes = body.size();
-    bool begun = false;
     try {
       if (st) {
         std::unique_lock lock(weights_mutex_, std::defer_lock);
@@ -117,7 +141,7 @@ class receiver {
           has_version_ = false;  // the buffers are rewritten bucket by bucket from here on
         }
         sink_.begin(full, has_version_ ? std::optional<std::uint64_t>(checksum_) : std::nullopt);
-        begun = true;
+        p.begun = true;
       }
       for (;;) {
         if (!link_.receive(in)) throw error(errc::io, "the sender closed the connection inside a version");
@@ -141,28 +165,43 @@ class receiver {
           throw error(errc::malformed, "unexpected message inside a version");
         }
       }
-      if (!st) {
-        if (begun) abort_locked();
-        begun = false;
-        link_.send(encode(nack{info.version, st.code(), st.message()}));
-        throw error(st);
-      }
-      {
-        std::unique_lock lock(weights_mutex_);
-        sink_.commit();
-        has_version_ = true;
-        version_ = info.version;
-        checksum_ = sink_.target_checksum();
-      }
     } catch (...) {
-      if (begun) abort_locked();
+      if (p.begun) abort_locked();
       throw;
     }
+    p.info = info;
+    return p;
+  }
+
+  // Writes a verified pending version and acknowledges it (version and the checksum of the weights now held).
+  applied_version commit_pending(pending_version& p) {
+    if (!p.verdict) throw error(errc::invalid_argument, "receiver: commit_pending of a refused version");
+    try {
+      std::unique_lock lock(weights_mutex_);
+      sink_.commit();
+      has_version_ = true;
+      version_ = p.info.version;
+      checksum_ = sink_.target_checksum();
+    } catch (...) {
+      abort_locked();
+      throw;
+    }
+    p.begun = false;
+    applied_version info = p.info;
     info.changed = sink_.changed();
     info.checksum = checksum_;
-    info.seconds = std::chrono::duration<double>(clock::now() - start).count();
+    info.seconds = std::chrono::duration<double>(clock::now() - p.start).count();
     link_.send(encode(ack{version_, checksum_}));
     return info;
+  }
+
+  // Gives up a pending version: the weights keep (or get back) the old version, or hold none after a full
+  // transfer; the sender hears `why` in a nack and follows with a full transfer.
+  void refuse_pending(pending_version& p, const status& why) {
+    if (p.begun) abort_locked();
+    p.begun = false;
+    const status reason = why ? status{errc::invalid_argument, "refused with its peers"} : why;
+    link_.send(encode(nack{p.info.version, reason.code(), reason.message()}));
   }
 
   // Readers of the weights hold this shared; a commit holds it exclusive. Weights are a valid version
