@@ -218,12 +218,13 @@ void run_engine(const model_layout& layout, const options& o, sync::snapshot_pla
       char line[768];
       std::snprintf(line, sizeof line,
                     "\"row\":\"engine_version\",\"snapshot\":\"%s\",\"version\":%d,\"full\":%s,\"changed\":%llu,\"payload_bytes\":%llu,"
-                    "\"version_ms\":%.3f,\"encode_ms\":%.3f,\"snapshot_ms\":%.3f,\"gpu_wait_ms\":%.3f,\"download_ms\":%.3f,\"hand_off_ms\":%.3f,"
+                    "\"version_ms\":%.3f,\"encode_ms\":%.3f,\"source_encode_ms\":%.3f,\"snapshot_ms\":%.3f,\"gpu_wait_ms\":%.3f,\"download_ms\":%.3f,"
+                    "\"hand_off_ms\":%.3f,\"launch_ms\":%.3f,"
                     "\"worker_ms\":%.3f,\"bit_identical\":true",
                     place == sync::snapshot_place::device ? "device" : "host_pinned", v, v == 1 ? "true" : "false",
                     static_cast<unsigned long long>(r.changed), static_cast<unsigned long long>(r.payload_bytes), ms, r.encode_seconds * 1e3,
-                    r.snapshot_seconds * 1e3, r.source.gpu_wait_seconds * 1e3, r.source.download_seconds * 1e3,
-                    r.source.hand_off_seconds * 1e3, wr.seconds * 1e3);
+                    r.source.encode_seconds * 1e3, r.snapshot_seconds * 1e3, r.source.gpu_wait_seconds * 1e3, r.source.download_seconds * 1e3,
+                    r.source.hand_off_seconds * 1e3, r.source.launch_seconds * 1e3, wr.seconds * 1e3);
       emit(line);
       if (v > 1) {
         version_ms.push_back(ms);

@@ -24,8 +24,8 @@ struct source_totals {
   double encode_seconds = 0;        // until the last bucket was encoded (sends overlap it)
   double snapshot_seconds = 0;      // bringing the snapshot to the new version (part of encode_seconds or after it)
   // Where a GPU source's encode time went (0 for host sources): blocked on the GPU's encode, copying frames to
-  // the host, handing them to the sessions' stream.
-  double gpu_wait_seconds = 0, download_seconds = 0, hand_off_seconds = 0;
+  // the host, handing them to the sessions' stream, enqueueing the GPU work.
+  double gpu_wait_seconds = 0, download_seconds = 0, hand_off_seconds = 0, launch_seconds = 0;
 };
 
 // A type S is a `version_source` for bucketing policy P when:

@@ -252,8 +252,10 @@ class device_encoder_impl final : public sync::device_encoder_backend {
     throw_on_cuda_error(cudaEventRecord(start_.get(), opt_.stream), "cudaEventRecord");
     throw_on_cuda_error(cudaStreamWaitEvent(aux_.get(), start_.get(), 0), "cudaStreamWaitEvent");
     const auto enqueue = [&](std::size_t i) {
+      const auto t0 = clock::now();
       encoders_[i]->set_known_base(bucket_targets_[i]);  // the snapshot's bucket checksums are ours: compare, do not rehash
       encoders_[i]->encode_async(d_snap, d_weights);
+      phases_.launch_seconds += seconds_since(t0);
     };
     if (!encoders_.empty()) enqueue(0);
     for (std::size_t i = 0; i < encoders_.size(); ++i) {
@@ -263,7 +265,9 @@ class device_encoder_impl final : public sync::device_encoder_backend {
       phases_.gpu_wait_seconds += seconds_since(waited);
       // The changes this encode found go into the snapshot on the bucket's own stream, beside the next
       // bucket's encode (which reads only its own region of the snapshot).
+      const auto t0 = clock::now();
       encoders_[i]->advance_base_async();
+      phases_.launch_seconds += seconds_since(t0);
       bucket_targets_[i] = r.target_checksum;
       emit_frame(encoders_[i]->frame(), r.frame_bytes, emit);
     }
