@@ -35,6 +35,7 @@ struct worker {
   example_gpu::gpu_weights weights;
   std::unique_ptr<gpu_receiver> rx;
   std::thread thread;
+  std::uint64_t stop_after = 0;  // the worker's process "exits" after applying this version (0: never)
 
   worker(const char* n, const ss::model_layout& layout) : name(n), weights(layout) {}
   void connect(const ss::model_layout& layout, std::uint16_t port, const ss::asio_tcp_options& opt, ss::sync::receiver_options ro = {}) {
@@ -42,18 +43,21 @@ struct worker {
                                         ss::asio_tcp_transport::connect("127.0.0.1", port, opt), ro);
     thread = std::thread([this] {
       try {
-        while (auto v = rx->next())
+        while (auto v = rx->next()) {
           std::printf("  %s: version %llu applied (%s), %llu changed, %llu bytes, checksum %016llx\n", name,
                       static_cast<unsigned long long>(v->version), v->full ? "full transfer" : "patch",
                       static_cast<unsigned long long>(v->changed), static_cast<unsigned long long>(v->payload_bytes),
                       static_cast<unsigned long long>(v->checksum));
+          if (v->version == stop_after) break;
+        }
       } catch (const std::exception& e) {
         std::printf("  %s: stopped: %s\n", name, e.what());
       }
     });
   }
-  void stop() {  // as a process exit would: the connection ends, the weights stay (as if saved)
-    rx->close();
+  // Waits for the worker's thread to end (the sender closed, or stop_after was reached); the connection then
+  // ends as a process exit would end it, and the weights stay (as if saved to disk).
+  void join() {
     if (thread.joinable()) thread.join();
     rx.reset();
   }
@@ -62,6 +66,7 @@ struct worker {
 }  // namespace
 
 int main(int argc, char** argv) try {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // progress lines appear as they happen, also in a log file
   if (example_gpu::device_count() == 0) {
     std::printf("gpu_tcp_engine: no CUDA device: skipped\n");
     return 77;
@@ -77,12 +82,17 @@ int main(int argc, char** argv) try {
   so.ack_timeout = 60s;
   gpu_sender tx(layout, so, ss::fixed_bytes{}, ss::sync::device_source<ss::rice>(example_gpu::trainer_backend()));
   std::thread acceptor([&] {
-    for (int i = 0; i < 3; ++i) tx.add_receiver(listener.accept(60s));  // A, B (late), A again (restarted)
+    try {
+      for (int i = 0; i < 3; ++i) tx.add_receiver(listener.accept(60s));  // A, B (late), A again (restarted)
+    } catch (const std::exception& e) {
+      std::printf("trainer: accepting workers: %s\n", e.what());
+    }
   });
 
   example_gpu::gpu_weights trainer(layout);
   trainer.fill_random(1);
   worker a("worker A", layout), b("worker B", layout);
+  a.stop_after = 5;  // then restarts (below)
   a.connect(layout, listener.port(), opt);
   std::printf("trainer: %llu BF16 elements in %zu tensors, %.1f%% changing per step\n", static_cast<unsigned long long>(layout.numel()),
               layout.size(), density * 100);
@@ -95,16 +105,19 @@ int main(int argc, char** argv) try {
   for (std::uint64_t v = 1; v <= versions; ++v) {
     if (v > 1) trainer.step(v, density);
     if (v == 4) {
-      std::printf("worker B joins late\n");
+      std::printf("worker B joins late: a full transfer of version 3, encoded on the trainer's GPU\n");
       b.connect(layout, listener.port(), opt);
+      if (!tx.wait_for_receivers(2, 120s)) throw std::runtime_error("worker B did not catch up");
     }
     if (v == 6) {
-      std::printf("worker A restarts with its weights restored at version %llu\n", static_cast<unsigned long long>(v - 1));
-      a.stop();
+      std::printf("worker A restarts with its weights restored at version 5: the handshake proves them, patches follow\n");
+      a.join();
       ss::sync::receiver_options ro;
       ro.has_version = true;
-      ro.version = v - 1;
+      ro.version = 5;
+      a.stop_after = 0;
       a.connect(layout, listener.port(), opt, ro);
+      if (!tx.wait_for_receivers(2, 120s)) throw std::runtime_error("worker A did not come back");
     }
     const auto r = tx.publish(v, views);
     std::printf("trainer: version %llu published: %llu changed, %llu payload bytes, %.1f ms, %zu workers acknowledged\n",
@@ -122,8 +135,8 @@ int main(int argc, char** argv) try {
       std::printf("trainer: receiver %zu at version %llu, %llu full transfer(s)\n", s.id, static_cast<unsigned long long>(s.version),
                   static_cast<unsigned long long>(s.full_transfers));
   tx.close();
-  a.stop();
-  b.stop();
+  a.join();
+  b.join();
   acceptor.join();
   if (mismatches) {
     std::printf("gpu_tcp_engine: %d mismatches\n", mismatches);

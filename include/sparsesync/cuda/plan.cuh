@@ -14,6 +14,8 @@
 #include <sparsesync/cuda/encode.cuh>
 
 #include <algorithm>
+#include <array>
+#include <cstring>
 #include <cstdint>
 #include <optional>
 #include <stdexcept>
@@ -354,8 +356,9 @@ class apply_plan {
   // One stream synchronization: the verdict so far.
   gpu_apply_report result() {
     apply_state st{};
-    throw_on_cuda_error(cudaMemcpyAsync(&st, state(), sizeof st, cudaMemcpyDeviceToHost, stream_), "read apply state");
+    throw_on_cuda_error(cudaMemcpyAsync(readback_.get(), state(), sizeof st, cudaMemcpyDeviceToHost, stream_), "read apply state");
     throw_on_cuda_error(cudaStreamSynchronize(stream_), "apply");
+    std::memcpy(&st, readback_.get(), sizeof st);
     gpu_apply_report r{st.status != 0 ? sparsesync::status(static_cast<errc>(st.status),
                                                            "bucket " + std::to_string(st.failed_bucket) + " refused on the GPU")
                                       : sparsesync::status{},
@@ -422,8 +425,9 @@ class apply_plan {
   void size_staging(const unsigned char* d_frame, std::size_t frame_bytes) {
     if (frame_bytes < bucket_header_bytes) return;
     unsigned char hm[28] = {};
-    throw_on_cuda_error(cudaMemcpyAsync(hm, d_frame + 8, sizeof hm, cudaMemcpyDeviceToHost, stream_), "read frame counts");
+    throw_on_cuda_error(cudaMemcpyAsync(readback_.get(), d_frame + 8, sizeof hm, cudaMemcpyDeviceToHost, stream_), "read frame counts");
     throw_on_cuda_error(cudaStreamSynchronize(stream_), "read frame counts");
+    std::memcpy(hm, readback_.get(), sizeof hm);
     // Untrusted like the counts: a frame whose header lies is refused by the device before anything is written.
     frame_mode_ = hm[1] == static_cast<unsigned char>(value_mode::ulp) ? value_mode::ulp : value_mode::absolute;
     frame_encoder_ = hm[0];
@@ -450,6 +454,10 @@ class apply_plan {
   std::size_t verified_ = 0, committed_ = 0;
   std::vector<undo_entry> undo_log_;  // buckets given to apply_undoable() since begin(), in order
   device_buffer undo_state_;         // a clean apply_state for undo_bucket_by_redecode
+  // Small device-to-host reads (frame counts, the verdict) land in pinned memory: a copy to pageable memory
+  // would block in the driver, holding up other threads' launches on the same context meanwhile.
+  pinned<std::array<unsigned char, 64>> readback_;
+  static_assert(sizeof(apply_state) <= 64, "sparsesync: apply_plan reads the apply state back through a 64-byte pinned buffer");
   value_mode frame_mode_ = value_mode::absolute;  // of the frame size_staging() read last
   unsigned char frame_encoder_ = 0;                // its encoder's wire id
   std::uint64_t known_ = 0;
