@@ -1,7 +1,10 @@
 // The GPU side of gpu_tcp_engine.cpp (see gpu_side.hpp).
 #include "gpu_side.hpp"
 
-#include <sparsesync/cuda/sync/device_engine.cuh>
+#include <sparsesync/cuda/cuda_error.hpp>
+#include <sparsesync/cuda/sync/device_engine_compiled.hpp>  // the engine's backends, compiled once (sparsesync::cuda_engine)
+
+#include <cuda_runtime.h>
 
 namespace example_gpu {
 namespace sc = sparsesync::cuda;
@@ -75,11 +78,11 @@ bool gpu_weights::equals(const gpu_weights& other) const {
 }
 
 // The legacy default stream orders the encode after the step kernels above (a trainer passes its own stream).
-std::unique_ptr<sparsesync::sync::device_encoder_backend> trainer_backend() { return sc::make_device_encoder_backend({}); }
+std::unique_ptr<sparsesync::sync::device_encoder_backend> trainer_backend() { return sc::compiled_device_encoder_backend({}); }
 
 std::unique_ptr<sparsesync::sync::device_applier_backend> worker_backend(const sparsesync::model_layout& layout, const gpu_weights& w) {
   const auto views = w.views();
-  return sc::make_device_applier_backend(layout, views);
+  return sc::compiled_device_applier_backend(layout, views, {});
 }
 
 }  // namespace example_gpu

@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <optional>
 #include <stdexcept>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -266,8 +267,10 @@ class apply_plan {
     throw_on_cuda_error(reset_apply_state(state(), layout_.view(), stream_), "reset_apply_state");
   }
 
-  void verify(const unsigned char* d_frame, std::size_t frame_bytes, void* const* d_model) {
-    size_staging(d_frame, frame_bytes);
+  // `host_copy`: the same frame's bytes in host memory, when the caller has them (a frame that arrived over a
+  // host transport): its counts are then read there, without a device round trip per bucket.
+  void verify(const unsigned char* d_frame, std::size_t frame_bytes, void* const* d_model, std::span<const unsigned char> host_copy = {}) {
+    size_staging(d_frame, frame_bytes, host_copy);
     verify_sized(d_frame, frame_bytes, d_model);
   }
   void commit(const unsigned char* d_frame, std::size_t frame_bytes, void* const* d_model) {
@@ -285,8 +288,8 @@ class apply_plan {
                         "commit_bucket");
   }
   // Verifies this bucket and, if nothing has failed so far, writes it (reusing the verify pass's staging).
-  void apply(const unsigned char* d_frame, std::size_t frame_bytes, void* const* d_model) {
-    size_staging(d_frame, frame_bytes);
+  void apply(const unsigned char* d_frame, std::size_t frame_bytes, void* const* d_model, std::span<const unsigned char> host_copy = {}) {
+    size_staging(d_frame, frame_bytes, host_copy);
     apply_sized(d_frame, frame_bytes, d_model);
   }
   // As apply(), and rollback() can then restore every element written since begin(). A ULP-coded frame
@@ -294,9 +297,9 @@ class apply_plan {
   // one (its decode reads classes from the old weights, which the commit changed), keeps its own staging with the
   // old bits until begin() (8 bytes per change, 12 for 4-byte dtypes). The frames must
   // keep their bytes until begin() (see frames_moved()).
-  void apply_undoable(const unsigned char* d_frame, std::size_t frame_bytes, void* const* d_model) {
+  void apply_undoable(const unsigned char* d_frame, std::size_t frame_bytes, void* const* d_model, std::span<const unsigned char> host_copy = {}) {
     if (committed_ != verified_) throw error(errc::invalid_argument, "apply_plan: apply_undoable after an uncommitted verify");
-    size_staging(d_frame, frame_bytes);
+    size_staging(d_frame, frame_bytes, host_copy);
     if (frame_mode_ == value_mode::ulp && frame_encoder_ != static_cast<unsigned char>(encoder_id::entropy)) {
       apply_sized(d_frame, frame_bytes, d_model);
       undo_log_.push_back({d_frame, frame_bytes, no_kept});
@@ -422,12 +425,16 @@ class apply_plan {
   // chunk counts (header bytes 8..35, one stream synchronization) and keeps room for them. The counts are untrusted: they are
   // capped by what the frame could hold (one bit per change, 8 bytes per chunk entry) and by the layout; the
   // device checks them again and refuses a frame that lied.
-  void size_staging(const unsigned char* d_frame, std::size_t frame_bytes) {
+  void size_staging(const unsigned char* d_frame, std::size_t frame_bytes, std::span<const unsigned char> host_copy = {}) {
     if (frame_bytes < bucket_header_bytes) return;
     unsigned char hm[28] = {};
-    throw_on_cuda_error(cudaMemcpyAsync(readback_.get(), d_frame + 8, sizeof hm, cudaMemcpyDeviceToHost, stream_), "read frame counts");
-    throw_on_cuda_error(cudaStreamSynchronize(stream_), "read frame counts");
-    std::memcpy(hm, readback_.get(), sizeof hm);
+    if (host_copy.size() == frame_bytes) {
+      std::memcpy(hm, host_copy.data() + 8, sizeof hm);
+    } else {
+      throw_on_cuda_error(cudaMemcpyAsync(readback_.get(), d_frame + 8, sizeof hm, cudaMemcpyDeviceToHost, stream_), "read frame counts");
+      throw_on_cuda_error(cudaStreamSynchronize(stream_), "read frame counts");
+      std::memcpy(hm, readback_.get(), sizeof hm);
+    }
     // Untrusted like the counts: a frame whose header lies is refused by the device before anything is written.
     frame_mode_ = hm[1] == static_cast<unsigned char>(value_mode::ulp) ? value_mode::ulp : value_mode::absolute;
     frame_encoder_ = hm[0];

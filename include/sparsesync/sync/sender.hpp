@@ -131,6 +131,7 @@ class sender {
     throw_if_error(check_views(layout_, weights, "weights"));
     const auto start = clock::now();
     auto stream = std::make_shared<version_stream>();
+    stream->pool = pool_;
     publish_report report;
     report.version = version;
     report.numel = layout_.numel();
@@ -325,7 +326,7 @@ class sender {
       std::lock_guard lock(state_mutex_);
       if (auto f = full_.lock(); f && f->target_version == version_) return f;
     }
-    auto stream = std::make_shared<version_stream>();
+    auto stream = std::make_shared<version_stream>();  // model-sized and rare: fresh buffers, not pooled
     stream->from_zero = true;
     std::uint64_t version;
     std::vector<unsigned char> metadata;
@@ -463,6 +464,7 @@ class sender {
   std::shared_mutex snapshot_mutex_;    // exclusive while publish() encodes and replaces the snapshot
   std::mutex full_mutex_;               // one full-transfer encoding at a time
   source_type source_;                  // the snapshot and the encoder (snapshot_mutex_)
+  std::shared_ptr<message_pool> pool_ = std::make_shared<message_pool>();  // buffers of the versions' messages
 
   mutable std::mutex state_mutex_;      // everything below
   std::condition_variable state_cv_;

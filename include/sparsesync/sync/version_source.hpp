@@ -80,7 +80,7 @@ class stream_writer {
 
   void prologue(std::span<const unsigned char> bytes) {
     payload_ += bytes.size();
-    out_.push(wrap(message_type::version_begin, bytes));
+    out_.push_message(static_cast<std::byte>(message_type::version_begin), bytes);
   }
   // One bucket frame (wire format); returns its changed count.
   std::uint64_t bucket(std::span<const unsigned char> frame) {
@@ -90,14 +90,14 @@ class stream_writer {
     changed_ += h.changed;
     base_checksum_ += h.base_checksum;
     target_checksum_ += h.target_checksum;
-    out_.push(wrap(message_type::bucket, frame));
+    out_.push_message(static_cast<std::byte>(message_type::bucket), frame);
     return h.changed;
   }
   // The final header (with the whole-model checksums); completes the stream.
   void end(std::span<const unsigned char> header, std::uint64_t target_checksum) {
     out_.target_checksum = target_checksum;
     out_.payload_bytes = payload_;
-    out_.push(wrap(message_type::version_end, header));
+    out_.push_message(static_cast<std::byte>(message_type::version_end), header);
     out_.finish(true);
   }
 

@@ -5,16 +5,67 @@
 #include <sparsesync/core/config.hpp>
 
 #include <condition_variable>
+#include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <vector>
 
 SPARSESYNC_NS_BEGIN
 namespace sync {
 
+// Recycles the buffers of protocol messages once every session and the history let go of them: a version's
+// messages are as large as its payload, and fresh allocations of that size cost a page fault per 4 KiB every
+// version. Keeps at most `max_free_bytes` of idle buffers.
+class message_pool : public std::enable_shared_from_this<message_pool> {
+ public:
+  explicit message_pool(std::size_t max_free_bytes = std::size_t{256} << 20) : max_free_(max_free_bytes) {}
+
+  // A message of type byte `type` followed by `body`, in a recycled buffer when one is large enough.
+  std::shared_ptr<const std::vector<std::byte>> make(std::byte type, std::span<const unsigned char> body) {
+    std::unique_ptr<std::vector<std::byte>> buf;
+    {
+      std::lock_guard lock(mutex_);
+      auto best = free_.end();  // the smallest buffer that fits: a large one stays for a large message
+      for (auto it = free_.begin(); it != free_.end(); ++it)
+        if ((*it)->capacity() >= body.size() + 1 && (best == free_.end() || (*it)->capacity() < (*best)->capacity())) best = it;
+      if (best != free_.end()) {
+        buf = std::move(*best);
+        free_bytes_ -= buf->capacity();
+        free_.erase(best);
+      }
+    }
+    if (!buf) buf = std::make_unique<std::vector<std::byte>>();
+    buf->resize(body.size() + 1);
+    (*buf)[0] = type;
+    if (!body.empty()) std::memcpy(buf->data() + 1, body.data(), body.size());
+    std::weak_ptr<message_pool> home = weak_from_this();
+    return {buf.release(), [home](const std::vector<std::byte>* p) {
+              std::unique_ptr<std::vector<std::byte>> owned(const_cast<std::vector<std::byte>*>(p));
+              if (auto pool = home.lock()) pool->give_back(std::move(owned));
+            }};
+  }
+
+ private:
+  void give_back(std::unique_ptr<std::vector<std::byte>> buf) {
+    std::lock_guard lock(mutex_);
+    if (free_bytes_ + buf->capacity() > max_free_) return;  // freed
+    free_bytes_ += buf->capacity();
+    free_.push_back(std::move(buf));
+  }
+
+  std::mutex mutex_;
+  std::vector<std::unique_ptr<std::vector<std::byte>>> free_;
+  std::size_t free_bytes_ = 0;
+  std::size_t max_free_;
+};
+
 struct version_stream {
   using message = std::shared_ptr<const std::vector<std::byte>>;
+
+  std::shared_ptr<message_pool> pool;  // where push_message() takes its buffers (null: fresh ones)
 
   bool from_zero = false;
   std::uint64_t base_version = 0;
@@ -23,12 +74,21 @@ struct version_stream {
   std::uint64_t target_checksum = 0;  // valid once complete
   std::uint64_t payload_bytes = 0;    // wire-format bytes (prologue + buckets), valid once complete
 
-  void push(std::vector<std::byte> m) {
+  void push(std::vector<std::byte> m) { push(std::make_shared<const std::vector<std::byte>>(std::move(m))); }
+  void push(message m) {
     {
       std::lock_guard lock(mutex_);
-      messages_.push_back(std::make_shared<const std::vector<std::byte>>(std::move(m)));
+      messages_.push_back(std::move(m));
     }
     cv_.notify_all();
+  }
+  // A message of type byte `type` and `body`, in a pooled buffer when the stream has a pool.
+  void push_message(std::byte type, std::span<const unsigned char> body) {
+    if (pool) return push(pool->make(type, body));
+    std::vector<std::byte> m(body.size() + 1);
+    m[0] = type;
+    if (!body.empty()) std::memcpy(m.data() + 1, body.data(), body.size());
+    push(std::move(m));
   }
   void finish(bool ok) {
     {

@@ -14,7 +14,7 @@
 #pragma once
 
 #include <sparsesync/cuda/codec.cuh>
-#include <sparsesync/cuda/sync/frame_channel.hpp>
+#include <sparsesync/cuda/sync/device_engine_options.hpp>
 #include <sparsesync/sync/device_weights.hpp>
 
 #include <chrono>
@@ -23,17 +23,6 @@
 
 SPARSESYNC_NS_BEGIN
 namespace cuda {
-
-struct device_source_options {
-  cudaStream_t stream = nullptr;  // orders the encode after the caller's last write of the weights
-  sync::snapshot_place snapshot = sync::snapshot_place::device;
-  double expected_density = 0.02;  // initial scratch per bucket, in changes per element (grows on demand)
-};
-
-struct device_sink_options {
-  cudaStream_t stream = nullptr;
-  frame_commit_mode commit = frame_commit_mode::atomic;
-};
 
 namespace detail {
 
@@ -146,6 +135,9 @@ class snapshot_storage {
   std::uint64_t bytes_ = 0;
 };
 
+// The backends are templates (on the tuning policy their plans are built for) only so that including this header
+// instantiates no kernel until a factory below is called: a program pays for them in the files that use them.
+template <class Tuning = default_policy>
 class device_encoder_impl final : public sync::device_encoder_backend {
   using clock = std::chrono::steady_clock;
 
@@ -345,6 +337,7 @@ class device_encoder_impl final : public sync::device_encoder_backend {
   bool has_version_ = false;
 };
 
+template <class Tuning = default_policy>
 class device_applier_impl final : public sync::device_applier_backend {
  public:
   device_applier_impl(const model_layout& layout, std::span<const tensor_view> weights, const device_sink_options& opt)
@@ -412,9 +405,10 @@ class device_applier_impl final : public sync::device_applier_backend {
     throw_on_cuda_error(cudaMemcpyAsync(d_frame, host, frame.size(), cudaMemcpyHostToDevice, opt_.stream), "upload frame");
     throw_on_cuda_error(cudaEventRecord(staged_.get(), opt_.stream), "cudaEventRecord");
     auto* d = weights_ptrs_.mutable_data();
-    if (full_) applier_->apply(d_frame, frame.size(), d);  // no version to protect
-    else if (opt_.commit == frame_commit_mode::streamed) applier_->apply_undoable(d_frame, frame.size(), d);
-    else applier_->verify(d_frame, frame.size(), d);
+    // The counts the applier sizes its staging by are read from the host copy: no device round trip per bucket.
+    if (full_) applier_->apply(d_frame, frame.size(), d, frame);  // no version to protect
+    else if (opt_.commit == frame_commit_mode::streamed) applier_->apply_undoable(d_frame, frame.size(), d, frame);
+    else applier_->verify(d_frame, frame.size(), d, frame);
     if (!full_) frames_.emplace_back(used_, frame.size());
     used_ += frame.size();
     // The verdict is read once, at finish(): one synchronization per version, not per bucket (apply_plan
@@ -496,26 +490,31 @@ class device_applier_impl final : public sync::device_applier_backend {
 
 }  // namespace detail
 
-// The GPU encoder of a sync::device_source. `opt.stream` must outlive it.
-template <class Sel, class Policy = fixed_bytes>
+// The GPU encoder of a sync::device_source. `opt.stream` must outlive it. (A program that links
+// sparsesync::cuda_engine may call compiled_device_encoder_backend instead, from any C++ file:
+// device_engine_compiled.hpp.)
+template <class Sel, class Policy = fixed_bytes, class Tuning = default_policy>
 sync::device_source<Sel, Policy> make_device_source(const device_source_options& opt = {}) {
-  return sync::device_source<Sel, Policy>(std::make_unique<detail::device_encoder_impl>(opt));
+  return sync::device_source<Sel, Policy>(std::make_unique<detail::device_encoder_impl<Tuning>>(opt));
 }
 
 // The same, type-erased, for a sender built in a file nvcc does not compile: wrap it there with
 // sync::device_source<Sel, Policy>(std::move(backend)).
-inline std::unique_ptr<sync::device_encoder_backend> make_device_encoder_backend(const device_source_options& opt = {}) {
-  return std::make_unique<detail::device_encoder_impl>(opt);
+template <class Tuning = default_policy>
+std::unique_ptr<sync::device_encoder_backend> make_device_encoder_backend(const device_source_options& opt = {}) {
+  return std::make_unique<detail::device_encoder_impl<Tuning>>(opt);
 }
 
 // The GPU applier of a sync::device_sink over `weights` (views of device memory, layout order).
-inline sync::device_sink make_device_sink(const model_layout& layout, std::span<const tensor_view> weights, const device_sink_options& opt = {}) {
-  return sync::device_sink(std::make_unique<detail::device_applier_impl>(layout, weights, opt));
+template <class Tuning = default_policy>
+sync::device_sink make_device_sink(const model_layout& layout, std::span<const tensor_view> weights, const device_sink_options& opt = {}) {
+  return sync::device_sink(std::make_unique<detail::device_applier_impl<Tuning>>(layout, weights, opt));
 }
 
-inline std::unique_ptr<sync::device_applier_backend> make_device_applier_backend(const model_layout& layout, std::span<const tensor_view> weights,
-                                                                                 const device_sink_options& opt = {}) {
-  return std::make_unique<detail::device_applier_impl>(layout, weights, opt);
+template <class Tuning = default_policy>
+std::unique_ptr<sync::device_applier_backend> make_device_applier_backend(const model_layout& layout, std::span<const tensor_view> weights,
+                                                                          const device_sink_options& opt = {}) {
+  return std::make_unique<detail::device_applier_impl<Tuning>>(layout, weights, opt);
 }
 
 }  // namespace cuda

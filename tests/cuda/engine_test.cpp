@@ -5,8 +5,9 @@
 // hold no version get full transfers encoded on the GPU; a restarted worker that restored the right version
 // gets patches; a corrupted bucket is refused (nack) with the weights untouched in both commit modes and
 // healed by a full transfer; the snapshot in pinned host memory keeps no GPU copy of the model. Exits 77
-// (CTest: skipped) without a CUDA device.
-#include <sparsesync/cuda/sync/device_engine.cuh>
+// (CTest: skipped) without a CUDA device. Plain C++: the GPU backends come compiled from sparsesync::cuda_engine
+// (the header-only route, device_engine.cuh, is what that library and bench/gpu/engine_bench.cu compile).
+#include <sparsesync/cuda/sync/device_engine_compiled.hpp>
 #include <sparsesync/sync/receiver.hpp>
 #include <sparsesync/sync/sender.hpp>
 #include <sparsesync/transport/inproc.hpp>
@@ -14,7 +15,7 @@
 #include <doctest/doctest.h>
 
 #include "gpu_sync_fixtures.hpp"
-#include "require_gpu.cuh"
+#include "require_gpu.cuh"  // host code only
 
 #include <atomic>
 #include <memory>
@@ -131,7 +132,7 @@ void run_fan_out(sync::snapshot_place place) {
   sc::device_source_options so;
   so.stream = stream.s;
   so.snapshot = place;
-  device_sender tx(layout, opt, fixed_bytes{1u << 20}, sc::make_device_source<rice>(so));
+  device_sender tx(layout, opt, fixed_bytes{1u << 20}, sync::device_source<rice>(sc::compiled_device_encoder_backend(so)));
   host_sender host_tx(layout, opt, fixed_bytes{1u << 20});  // the host engine on the same weights: the reference sizes and checksums
   auto [href_a, href_b] = make_inproc_pair();
   host_tx.add_receiver(std::move(href_a));
@@ -150,14 +151,14 @@ void run_fan_out(sync::snapshot_place place) {
   {
     auto l = make_links();
     tx.add_receiver(std::move(l.sender_end));
-    wa.rx = std::make_unique<device_receiver>(layout, sc::make_device_sink(layout, device_views(layout, gpu_atomic)), std::move(l.receiver_end));
+    wa.rx = std::make_unique<device_receiver>(layout, sync::device_sink(sc::compiled_device_applier_backend(layout, device_views(layout, gpu_atomic), {})), std::move(l.receiver_end));
   }
   {
     auto l = make_links();
     tx.add_receiver(std::move(l.sender_end));
     sc::device_sink_options o;
     o.commit = sc::frame_commit_mode::streamed;
-    ws.rx = std::make_unique<device_receiver>(layout, sc::make_device_sink(layout, device_views(layout, gpu_streamed), o),
+    ws.rx = std::make_unique<device_receiver>(layout, sync::device_sink(sc::compiled_device_applier_backend(layout, device_views(layout, gpu_streamed), o)),
                                               std::move(l.receiver_end));
   }
   {
@@ -230,7 +231,7 @@ TEST_CASE("late and restarted GPU workers: full transfers encoded on the GPU, pa
   opt.encode.mode = value_mode::ulp;
   sc::device_source_options so;
   so.stream = stream.s;
-  device_sender tx(layout, opt, fixed_bytes{1u << 20}, sc::make_device_source<rice>(so));
+  device_sender tx(layout, opt, fixed_bytes{1u << 20}, sync::device_source<rice>(sc::compiled_device_encoder_backend(so)));
   const auto trainer_views = const_views(device_views(layout, trainer));
   std::mt19937_64 rng(5);
   for (std::uint64_t v = 1; v <= 3; ++v) {
@@ -246,7 +247,7 @@ TEST_CASE("late and restarted GPU workers: full transfers encoded on the GPU, pa
   {
     auto l = make_links();
     tx.add_receiver(std::move(l.sender_end));
-    wl.rx = std::make_unique<device_receiver>(layout, sc::make_device_sink(layout, device_views(layout, late)), std::move(l.receiver_end));
+    wl.rx = std::make_unique<device_receiver>(layout, sync::device_sink(sc::compiled_device_applier_backend(layout, device_views(layout, late), {})), std::move(l.receiver_end));
   }
   wl.start();
   REQUIRE(tx.wait_for_receivers(1, std::chrono::seconds(60)));
@@ -264,7 +265,7 @@ TEST_CASE("late and restarted GPU workers: full transfers encoded on the GPU, pa
     sync::receiver_options ro;
     ro.has_version = true;
     ro.version = 3;
-    wr.rx = std::make_unique<device_receiver>(layout, sc::make_device_sink(layout, device_views(layout, restored)), std::move(l.receiver_end), ro);
+    wr.rx = std::make_unique<device_receiver>(layout, sync::device_sink(sc::compiled_device_applier_backend(layout, device_views(layout, restored), {})), std::move(l.receiver_end), ro);
   }
   wr.start();
   REQUIRE(tx.wait_for_receivers(2, std::chrono::seconds(60)));
@@ -296,7 +297,7 @@ TEST_CASE("a corrupted bucket: refused with the weights untouched in both commit
     opt.encode.mode = value_mode::ulp;
     sc::device_source_options so;
     so.stream = stream.s;
-    device_sender tx(layout, opt, fixed_bytes{1u << 20}, sc::make_device_source<rice>(so));
+    device_sender tx(layout, opt, fixed_bytes{1u << 20}, sync::device_source<rice>(sc::compiled_device_encoder_backend(so)));
     REQUIRE(fixed_bytes{1u << 20}.plan(layout, opt.encode.log2_chunk).size() >= 3);
     device_model w(layout);
     auto l = make_links();
@@ -304,7 +305,7 @@ TEST_CASE("a corrupted bucket: refused with the weights untouched in both commit
     tx.add_receiver(std::move(l.sender_end));
     sc::device_sink_options o;
     o.commit = mode;
-    device_receiver rx(layout, sc::make_device_sink(layout, device_views(layout, w), o), std::move(l.receiver_end));
+    device_receiver rx(layout, sync::device_sink(sc::compiled_device_applier_backend(layout, device_views(layout, w), o)), std::move(l.receiver_end));
     const auto trainer_views = const_views(device_views(layout, trainer));
 
     // The worker's side runs here, the trainer's publish on a thread (it returns once the worker acknowledged).
