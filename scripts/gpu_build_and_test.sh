@@ -14,7 +14,7 @@ build=${GPU_TEST_BUILD:-/tmp/sparsesync-gpu}
 mkdir -p "$out"
 extra=()
 [[ -n ${XXHASH_INCLUDE:-} ]] && extra+=("-DSPARSESYNC_XXHASH_INCLUDE_DIR=$XXHASH_INCLUDE")
-targets=(gpu_codec_tests frame_sync_tests engine_gpu_tests frame_sync_tcp_tests cuda_link_tests)
+targets=(gpu_codec_tests frame_sync_tests engine_gpu_tests engine_sharded_gpu_tests frame_sync_tcp_tests cuda_link_tests)
 {
   bench=OFF
   [[ -n ${GPU_BENCH_ARGS:-} ]] && bench=ON && targets+=(gpu_bench)

@@ -49,6 +49,11 @@ rc=0
     "$sanitizer" --tool memcheck --error-exitcode 9 "$bin/engine_gpu_tests" || rc=1
     echo
   fi
+  if [[ -x $bin/engine_sharded_gpu_tests ]]; then
+    echo "===== engine_sharded_gpu_tests (two trainer ranks -> two GPU workers, over the GPUs present) ====="
+    "$bin/engine_sharded_gpu_tests" --duration=true || rc=1
+    echo
+  fi
   if [[ -x $bin/frame_sync_tcp_tests ]]; then
     echo "===== frame_sync_tcp_tests (GPU weights over asio_tcp with a key, one trainer, two workers), then under memcheck ====="
     "$bin/frame_sync_tcp_tests" --duration=true || rc=1

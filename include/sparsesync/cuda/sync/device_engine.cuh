@@ -47,6 +47,32 @@ class device_pointer_array {
   std::vector<const void*> host_;
 };
 
+// Makes `device` current for a scope and restores the caller's: a backend's calls come from whichever thread
+// the engine runs them on (publish() on the trainer's, full transfers on a session's), whose current device may
+// be another GPU than the one the backend's memory lives on.
+class device_scope {
+ public:
+  explicit device_scope(int device) {
+    cudaGetDevice(&previous_);
+    if (previous_ != device) throw_on_cuda_error(cudaSetDevice(device), "cudaSetDevice");
+    else previous_ = -1;
+  }
+  device_scope(const device_scope&) = delete;
+  device_scope& operator=(const device_scope&) = delete;
+  ~device_scope() {
+    if (previous_ >= 0) cudaSetDevice(previous_);
+  }
+
+ private:
+  int previous_ = -1;
+};
+
+inline int current_device() {
+  int d = 0;
+  throw_on_cuda_error(cudaGetDevice(&d), "cudaGetDevice");
+  return d;
+}
+
 class cuda_event {
  public:
   cuda_event() { throw_on_cuda_error(cudaEventCreateWithFlags(&e_, cudaEventDisableTiming), "cudaEventCreate"); }
@@ -142,15 +168,18 @@ class device_encoder_impl final : public sync::device_encoder_backend {
   using clock = std::chrono::steady_clock;
 
  public:
+  // Lives on the device current at construction.
   explicit device_encoder_impl(const device_source_options& opt)
       : opt_(opt), weights_ptrs_(opt.stream), snapshot_ptrs_(opt.stream), zero_(opt.stream), base_ptrs_(opt.stream) {}
 
   ~device_encoder_impl() override {
+    device_scope on(device_);
     encoders_.clear();
     cudaStreamSynchronize(opt_.stream);
   }
 
   void prepare(const model_layout& layout, std::vector<bucket_plan> plans, encoder_id encoder, const encode_options& enc) override {
+    device_scope on(device_);
     layout_ = layout;
     plans_ = std::move(plans);
     encoder_ = encoder;
@@ -171,6 +200,7 @@ class device_encoder_impl final : public sync::device_encoder_backend {
   [[nodiscard]] bool has_version() const override { return has_version_; }
 
   sync::source_totals encode_version(std::span<const const_tensor_view> weights, const sync::frame_callback& emit) override {
+    device_scope on(device_);
     phases_ = {};
     const auto start = clock::now();
     const auto* d_weights = weights_ptrs_.set(pointers_of(weights));
@@ -197,6 +227,7 @@ class device_encoder_impl final : public sync::device_encoder_backend {
   }
 
   void encode_full(const sync::frame_callback& emit) override {
+    device_scope on(device_);
     if (!has_version_) throw error(errc::invalid_argument, "device_source: no version to send");
     std::vector<const void*> snap(snapshot_->pointers().begin(), snapshot_->pointers().end());
     encode_from_zero(snapshot_ptrs_.set(snap), emit);
@@ -319,6 +350,7 @@ class device_encoder_impl final : public sync::device_encoder_backend {
     }
   }
 
+  int device_ = current_device();  // first: the members below are made on it
   device_source_options opt_;
   model_layout layout_;
   std::vector<bucket_plan> plans_;
@@ -350,6 +382,7 @@ class device_applier_impl final : public sync::device_applier_backend {
     throw_on_cuda_error(cudaStreamSynchronize(opt_.stream), "upload tensor pointers");
   }
   ~device_applier_impl() override {
+    device_scope on(device_);
     applier_.reset();
     checksummers_.clear();
     cudaStreamSynchronize(opt_.stream);
@@ -360,6 +393,7 @@ class device_applier_impl final : public sync::device_applier_backend {
 
   // Encodes the weights against themselves (no changes): each bucket's base checksum is its content checksum.
   std::uint64_t checksum() override {
+    device_scope on(device_);
     if (checksummers_.empty()) {
       for (const auto& p : fixed_bytes{}.plan(layout_, default_log2_chunk)) {
         encode_config cfg;
@@ -374,6 +408,7 @@ class device_applier_impl final : public sync::device_applier_backend {
   }
 
   void begin(bool full, std::optional<std::uint64_t> known_base) override {
+    device_scope on(device_);
     full_ = full;
     known_ = full ? std::nullopt : known_base;
     changed_ = 0;
@@ -393,6 +428,7 @@ class device_applier_impl final : public sync::device_applier_backend {
   }
 
   status add_bucket(std::span<const unsigned char> frame) override {
+    device_scope on(device_);
     // A full transfer's frames are applied as they come and not needed again: each one reuses the arena's
     // start (the stream orders its upload after the last one's apply), so a model-sized transfer never needs
     // model-sized scratch.
@@ -417,6 +453,7 @@ class device_applier_impl final : public sync::device_applier_backend {
   }
 
   status finish(const patch_header& h) override {
+    device_scope on(device_);
     applier_->check_patch(h, known_);
     const auto r = applier_->result();
     if (!r.status) return r.status;
@@ -426,6 +463,7 @@ class device_applier_impl final : public sync::device_applier_backend {
   }
 
   void commit() override {
+    device_scope on(device_);
     if (!full_ && opt_.commit == frame_commit_mode::atomic) {
       auto* d = weights_ptrs_.mutable_data();
       for (const auto& [off, bytes] : frames_) applier_->commit(arena_ + off, bytes, d);
@@ -437,6 +475,7 @@ class device_applier_impl final : public sync::device_applier_backend {
   }
 
   void abort() override {
+    device_scope on(device_);
     if (!full_ && opt_.commit == frame_commit_mode::streamed) {
       try {
         applier_->rollback(weights_ptrs_.mutable_data());
@@ -471,6 +510,7 @@ class device_applier_impl final : public sync::device_applier_backend {
     arena_bytes_ = cap;
   }
 
+  int device_ = current_device();  // first: the members below are made on it
   model_layout layout_;
   device_sink_options opt_;
   std::vector<tensor_view> weights_;
