@@ -15,6 +15,7 @@
 #include <doctest/doctest.h>
 
 #include "gpu_sync_fixtures.hpp"
+#include "tampering_link.hpp"
 #include "require_gpu.cuh"  // host code only
 
 #include <atomic>
@@ -29,29 +30,7 @@ using sparsesync_test::device_model;
 using sparsesync_test::stream_holder;
 
 namespace engine_test_support {
-
-// An in-process link that, on request, flips the last byte of the nth bucket message it receives (as a
-// corrupted link or a bug upstream would).
-class tampering_link {
- public:
-  using transport_concept = transport_tag;
-  explicit tampering_link(inproc_transport inner, std::shared_ptr<std::atomic<long>> flip_nth_bucket)
-      : inner_(std::move(inner)), flip_(std::move(flip_nth_bucket)) {}
-  void send(std::span<const std::byte> m) { inner_.send(m); }
-  bool receive(std::vector<std::byte>& out) {
-    if (!inner_.receive(out)) return false;
-    if (!out.empty() && out[0] == static_cast<std::byte>(sync::message_type::bucket) && flip_->fetch_sub(1) == 0)
-      out.back() ^= std::byte{0x40};
-    return true;
-  }
-  void close() { inner_.close(); }
-  [[nodiscard]] std::size_t max_frame_size() const { return inner_.max_frame_size(); }
-
- private:
-  inproc_transport inner_;
-  std::shared_ptr<std::atomic<long>> flip_;
-};
-
+using tampering_link = sparsesync_test::tampering_link<sparsesync::inproc_transport>;
 }  // namespace engine_test_support
 
 namespace {

@@ -14,9 +14,12 @@
 
 #include <doctest/doctest.h>
 
+#include "tampering_link.hpp"
+
 #include <atomic>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <thread>
 
 using namespace sparsesync;
@@ -48,24 +51,7 @@ struct trainer_rank {
   }
 };
 
-// An inproc link whose receiving end flips one byte of the nth bucket message it receives, on request.
-class tampering_link {
- public:
-  using transport_concept = transport_tag;
-  tampering_link(inproc_transport inner, std::shared_ptr<std::atomic<long>> flip) : inner_(std::move(inner)), flip_(std::move(flip)) {}
-  void send(std::span<const std::byte> m) { inner_.send(m); }
-  bool receive(std::vector<std::byte>& out) {
-    if (!inner_.receive(out)) return false;
-    if (!out.empty() && out[0] == static_cast<std::byte>(sync::message_type::bucket) && flip_->fetch_sub(1) == 0) out.back() ^= std::byte{1};
-    return true;
-  }
-  void close() { inner_.close(); }
-  [[nodiscard]] std::size_t max_frame_size() const { return inner_.max_frame_size(); }
-
- private:
-  inproc_transport inner_;
-  std::shared_ptr<std::atomic<long>> flip_;
-};
+using tampering_link = sparsesync_test::tampering_link<inproc_transport>;
 
 using worker_rx = sync::sharded_receiver<tampering_link>;
 
@@ -155,6 +141,7 @@ TEST_CASE("two trainer ranks, two workers: one version from both shards, bit-ide
 
   std::vector<std::thread> worker_threads;
   std::vector<std::vector<sync::sharded_version>> got(workers.size());
+  std::mutex got_mutex;
   std::atomic<int> refused{0};
   for (std::size_t i = 0; i < workers.size(); ++i)
     worker_threads.emplace_back([&, i] {
@@ -162,12 +149,26 @@ TEST_CASE("two trainer ranks, two workers: one version from both shards, bit-ide
         try {
           auto v = workers[i]->rx->next();
           if (!v) return;
+          std::lock_guard g(got_mutex);
           got[i].push_back(*v);
         } catch (const error&) {
           ++refused;
         }
       }
     });
+  // A worker acknowledges inside next(), so publish() may return before the worker's thread has recorded the
+  // version: the record of worker i, once it holds n versions.
+  const auto record_of = [&](std::size_t i, std::size_t n) {
+    for (int spin = 0; spin < 30000; ++spin) {
+      {
+        std::lock_guard g(got_mutex);
+        if (got[i].size() >= n) return got[i];
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    std::lock_guard g(got_mutex);
+    return got[i];
+  };
 
   auto publish_all = [&](std::uint64_t version, std::vector<sync::publish_report>& reports) {
     std::vector<std::thread> t;
@@ -202,11 +203,15 @@ TEST_CASE("two trainer ranks, two workers: one version from both shards, bit-ide
   for (const auto& rep : reports) CHECK(rep.acknowledged == 2);  // healed within the publish
   CHECK(refused == 1);
   for (auto& w : workers) CHECK(same_bytes(full, w->weights, model.weights()));
-  REQUIRE(got[0].size() == 6);
-  CHECK(got[0].back().version == 6);
-  CHECK(got[0].back().full);
-  CHECK(got[0].back().shards.size() == 2);
-  CHECK_FALSE(got[1].back().full);
+  const auto got0 = record_of(0, 6), got1 = record_of(1, 6);
+  CHECK(got0.size() == 6);
+  CHECK(got1.size() == 6);
+  if (got0.size() == 6 && got1.size() == 6) {
+    CHECK(got0.back().version == 6);
+    CHECK(got0.back().full);
+    CHECK(got0.back().shards.size() == 2);
+    CHECK_FALSE(got1.back().full);
+  }
   for (auto& r : ranks) {
     const auto st = r->tx.receivers();
     CHECK(st[0].full_transfers == 1);
@@ -217,7 +222,7 @@ TEST_CASE("two trainer ranks, two workers: one version from both shards, bit-ide
   for (auto& t : worker_threads) t.join();
   CHECK(refused == 1);
   for (std::size_t i = 0; i < workers.size(); ++i) {
-    REQUIRE(got[i].size() == 6);
+    CHECK(got[i].size() == 6);
     for (std::size_t k = 0; k < got[i].size(); ++k) CHECK(got[i][k].version == k + 1);
   }
 }
@@ -247,7 +252,7 @@ TEST_CASE("a refused shard leaves every shard of the worker on the old version, 
   };
   for (auto& r : ranks) r->take(full, model.views());
   auto t1 = publish_async(1, 1);
-  REQUIRE(w.rx->next());
+  CHECK(w.rx->next());
   for (auto& t : t1) t.join();
   gen::tensor_set v1(full);
   for (std::size_t t = 0; t < full.size(); ++t) std::memcpy(v1.mutable_views()[t].data, w.weights.tensor(t).data, full[t].bytes());
@@ -266,7 +271,7 @@ TEST_CASE("a refused shard leaves every shard of the worker on the old version, 
   }
   auto healed = w.rx->next();  // both ranks heard the nack: full transfers of their shards of version 2
   for (auto& t : t2) t.join();
-  REQUIRE(healed);
+  REQUIRE(healed);  // (every thread of this test is joined here)
   CHECK(healed->version == 2);
   CHECK(healed->full);
   CHECK(same_bytes(full, w.weights, model.weights()));

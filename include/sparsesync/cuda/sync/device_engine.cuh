@@ -15,6 +15,7 @@
 
 #include <sparsesync/cuda/codec.cuh>
 #include <sparsesync/cuda/sync/device_engine_options.hpp>
+#include <sparsesync/cuda/sync/frame_arena.cuh>
 #include <sparsesync/sync/device_weights.hpp>
 
 #include <chrono>
@@ -386,7 +387,6 @@ class device_applier_impl final : public sync::device_applier_backend {
     applier_.reset();
     checksummers_.clear();
     cudaStreamSynchronize(opt_.stream);
-    if (arena_) cudaFree(arena_);
   }
 
   [[nodiscard]] const model_layout& layout() const override { return layout_; }
@@ -434,7 +434,7 @@ class device_applier_impl final : public sync::device_applier_backend {
     // model-sized scratch.
     if (full_) used_ = 0;
     grow(used_ + frame.size(), used_);
-    unsigned char* d_frame = arena_ + used_;
+    unsigned char* d_frame = arena_.data() + used_;
     throw_on_cuda_error(cudaEventSynchronize(staged_.get()), "upload frame");  // the last upload has left the staging
     unsigned char* host = staging_.reserve(frame.size());
     std::memcpy(host, frame.data(), frame.size());
@@ -466,7 +466,7 @@ class device_applier_impl final : public sync::device_applier_backend {
     device_scope on(device_);
     if (!full_ && opt_.commit == frame_commit_mode::atomic) {
       auto* d = weights_ptrs_.mutable_data();
-      for (const auto& [off, bytes] : frames_) applier_->commit(arena_ + off, bytes, d);
+      for (const auto& [off, bytes] : frames_) applier_->commit(arena_.data() + off, bytes, d);
       const auto r = applier_->result();
       if (!r.status) throw error(r.status.code(), "device_sink: commit of a verified version failed: " + r.status.message());
     } else {
@@ -491,23 +491,16 @@ class device_applier_impl final : public sync::device_applier_backend {
   [[nodiscard]] std::uint64_t target_checksum() const override { return target_; }
   [[nodiscard]] sync::device_memory_report memory() const override {
     sync::device_memory_report r;
-    r.scratch_device = arena_bytes_ + (applier_ ? applier_->scratch_bytes() : 0);
+    r.scratch_device = arena_.size() + (applier_ ? applier_->scratch_bytes() : 0);
     return r;
   }
 
  private:
   // Room for `need` bytes of frames, keeping the first `keep` (the stream idles first: rare, the first versions).
   void grow(std::size_t need, std::size_t keep) {
-    if (need <= arena_bytes_) return;
+    if (need <= arena_.size()) return;
     throw_on_cuda_error(cudaStreamSynchronize(opt_.stream), "grow");
-    unsigned char* bigger = nullptr;
-    const std::size_t cap = std::max<std::size_t>(2 * arena_bytes_, need + (16u << 20));
-    throw_on_cuda_error(cudaMalloc(reinterpret_cast<void**>(&bigger), cap), "cudaMalloc");
-    if (keep) throw_on_cuda_error(cudaMemcpy(bigger, arena_, keep, cudaMemcpyDeviceToDevice), "cudaMemcpy");
-    if (keep) applier_->frames_moved(arena_, keep, bigger);  // its kept staging points into the frames
-    if (arena_) cudaFree(arena_);
-    arena_ = bigger;
-    arena_bytes_ = cap;
+    arena_.grow(need, keep, 16u << 20, applier_.get());
   }
 
   int device_ = current_device();  // first: the members below are made on it
@@ -521,8 +514,8 @@ class device_applier_impl final : public sync::device_applier_backend {
   std::vector<std::pair<std::size_t, std::size_t>> frames_;
   pinned_bytes staging_;
   cuda_event staged_;  // the last frame upload from staging_
-  unsigned char* arena_ = nullptr;
-  std::size_t arena_bytes_ = 0, used_ = 0;
+  frame_arena arena_;
+  std::size_t used_ = 0;
   bool full_ = false;
   std::optional<std::uint64_t> known_;
   std::uint64_t changed_ = 0, target_ = 0;

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <sparsesync/cuda/codec.cuh>
+#include <sparsesync/cuda/sync/frame_arena.cuh>
 #include <sparsesync/cuda/sync/frame_channel.hpp>
 #include <sparsesync/format/wire.hpp>
 
@@ -159,7 +160,6 @@ class frame_subscriber {
   frame_subscriber& operator=(const frame_subscriber&) = delete;
   ~frame_subscriber() {
     cudaEventDestroy(arrived_);
-    if (arena_) cudaFree(arena_);
   }
 
   // Receives one version into `d_weights` (device array of tensor pointers). Returns nothing once the
@@ -187,11 +187,11 @@ class frame_subscriber {
         throw error(errc::truncated, "frame_subscriber: the channel closed inside a version");
       }
       grow(used + *size, used);
-      channel_.receive_payload(arena_ + used);
+      channel_.receive_payload(arena_.data() + used);
       out.payload_bytes += *size;
       if (*size == patch_header_bytes) {  // the end of the version (a bucket frame is longer)
         unsigned char host[patch_header_bytes];
-        throw_on_cuda_error(cudaMemcpyAsync(host, arena_ + used, patch_header_bytes, cudaMemcpyDeviceToHost, channel_stream_), "read header");
+        throw_on_cuda_error(cudaMemcpyAsync(host, arena_.data() + used, patch_header_bytes, cudaMemcpyDeviceToHost, channel_stream_), "read header");
         throw_on_cuda_error(cudaStreamSynchronize(channel_stream_), "read header");
         patch_header h;
         throw_if_error(sparsesync::detail::read_patch_header({host, patch_header_bytes}, h));
@@ -201,7 +201,7 @@ class frame_subscriber {
         const auto verdict = applier_->result();
         if (!verdict.status) throw error(verdict.status);
         if (mode_ == commit_mode::atomic) {
-          for (const auto& [off, bytes] : frames) applier_->commit(arena_ + off, bytes, d_weights);
+          for (const auto& [off, bytes] : frames) applier_->commit(arena_.data() + off, bytes, d_weights);
           const auto done = applier_->result();
           if (!done.status) throw error(done.status);
         }
@@ -218,8 +218,8 @@ class frame_subscriber {
       }
       throw_on_cuda_error(cudaEventRecord(arrived_, channel_stream_), "cudaEventRecord");
       throw_on_cuda_error(cudaStreamWaitEvent(stream_, arrived_, 0), "cudaStreamWaitEvent");
-      if (mode_ == commit_mode::streamed) applier_->apply_undoable(arena_ + used, *size, d_weights);
-      else applier_->verify(arena_ + used, *size, d_weights);
+      if (mode_ == commit_mode::streamed) applier_->apply_undoable(arena_.data() + used, *size, d_weights);
+      else applier_->verify(arena_.data() + used, *size, d_weights);
       frames.emplace_back(used, *size);
       used += *size;
     }
@@ -243,17 +243,10 @@ class frame_subscriber {
   }
   // Room for `need` bytes, keeping the first `keep` (both streams idle first: rare, the first versions).
   void grow(std::size_t need, std::size_t keep) {
-    if (need <= arena_bytes_) return;
+    if (need <= arena_.size()) return;
     throw_on_cuda_error(cudaStreamSynchronize(stream_), "grow");
     throw_on_cuda_error(cudaStreamSynchronize(channel_stream_), "grow");
-    unsigned char* bigger = nullptr;
-    const std::size_t cap = std::max<std::size_t>(2 * arena_bytes_, need + (64u << 20));
-    throw_on_cuda_error(cudaMalloc(reinterpret_cast<void**>(&bigger), cap), "cudaMalloc");
-    if (keep) throw_on_cuda_error(cudaMemcpy(bigger, arena_, keep, cudaMemcpyDeviceToDevice), "cudaMemcpy");
-    if (keep) applier_->frames_moved(arena_, keep, bigger);  // its kept staging points into the frames
-    if (arena_) cudaFree(arena_);
-    arena_ = bigger;
-    arena_bytes_ = cap;
+    arena_.grow(need, keep, 64u << 20, applier_.get());
   }
 
   const model_layout& layout_;
@@ -263,8 +256,7 @@ class frame_subscriber {
   std::optional<std::uint64_t> held_;
   std::unique_ptr<apply_plan> applier_;
   cudaEvent_t arrived_{};
-  unsigned char* arena_ = nullptr;
-  std::size_t arena_bytes_ = 0;
+  frame_arena arena_;
 };
 
 // ---- type-erased handles (frame_channel.hpp): for callers compiled without nvcc ----
