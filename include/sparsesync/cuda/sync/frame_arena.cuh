@@ -3,7 +3,9 @@
 // them.
 #pragma once
 
-#include <sparsesync/cuda/plan.cuh>
+#include <sparsesync/cuda/cuda_error.hpp>
+
+#include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstddef>
@@ -21,8 +23,10 @@ class frame_arena {
   }
 
   // Room for `need` bytes, keeping the first `keep` (and `slack` more, so that growth stays rare). The caller's
-  // streams must be idle: they may still read the old frames. `plan` (may be null) follows the moved frames.
-  void grow(std::size_t need, std::size_t keep, std::size_t slack, apply_plan* plan) {
+  // streams must be idle: they may still read the old frames. `plan` (an apply_plan, or null) follows the moved
+  // frames. (A template on it so that this header instantiates no kernel.)
+  template <class Plan>
+  void grow(std::size_t need, std::size_t keep, std::size_t slack, Plan* plan) {
     if (need <= bytes_) return;
     unsigned char* bigger = nullptr;
     const std::size_t cap = std::max<std::size_t>(2 * bytes_, need + slack);
