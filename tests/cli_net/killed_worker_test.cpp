@@ -11,10 +11,9 @@
 
 #include <doctest/doctest.h>
 
-#include <poll.h>
+#include "line_process.hpp"
+
 #include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -24,71 +23,15 @@
 #include <string>
 #include <thread>
 
-extern char** environ;
-
 using namespace sparsesync;
 using namespace std::chrono_literals;
 
 namespace {
 
-// A worker process with its stdout on a pipe.
-struct worker_process {
-  pid_t pid = -1;
-  int out = -1;
-  std::string buffered;
-
-  worker_process(std::uint16_t port, const std::string& key_file, std::uint64_t stall_at = 0) {
-    int fds[2];
-    REQUIRE(::pipe(fds) == 0);
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, fds[1], STDOUT_FILENO);
-    posix_spawn_file_actions_addclose(&fa, fds[0]);
-    const std::string port_s = std::to_string(port), stall_s = std::to_string(stall_at);
-    const char* argv[] = {SPARSESYNC_TEST_WORKER, "--port", port_s.c_str(), "--key-file", key_file.c_str(), "--stall-at", stall_s.c_str(), nullptr};
-    REQUIRE(posix_spawn(&pid, SPARSESYNC_TEST_WORKER, &fa, nullptr, const_cast<char* const*>(argv), environ) == 0);
-    posix_spawn_file_actions_destroy(&fa);
-    ::close(fds[1]);
-    out = fds[0];
-  }
-  worker_process(const worker_process&) = delete;
-  worker_process& operator=(const worker_process&) = delete;
-  ~worker_process() {
-    if (pid > 0) {
-      ::kill(pid, SIGKILL);
-      ::waitpid(pid, nullptr, 0);
-    }
-    if (out >= 0) ::close(out);
-  }
-
-  // Reads stdout lines until one contains `text` (true) or the timeout / end of output (false).
-  bool wait_for_line(const std::string& text, std::chrono::milliseconds timeout) {
-    const auto until = std::chrono::steady_clock::now() + timeout;
-    for (;;) {
-      for (std::size_t nl; (nl = buffered.find('\n')) != std::string::npos;) {
-        const std::string line = buffered.substr(0, nl);
-        buffered.erase(0, nl + 1);
-        last_line = line;
-        if (line.find(text) != std::string::npos) return true;
-      }
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - std::chrono::steady_clock::now()).count();
-      if (left <= 0) return false;
-      pollfd pf{out, POLLIN, 0};
-      if (::poll(&pf, 1, static_cast<int>(left)) <= 0) return false;
-      char buf[4096];
-      const auto n = ::read(out, buf, sizeof buf);
-      if (n <= 0) return false;
-      buffered.append(buf, static_cast<std::size_t>(n));
-    }
-  }
-  // Exit status once it ends (-1 if killed by a signal).
-  int join() {
-    int st = 0;
-    ::waitpid(pid, &st, 0);
-    pid = -1;
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  }
-  std::string last_line;
+// A worker process (test_worker.cpp) with its stdout on a pipe.
+struct worker_process : sparsesync_test::line_process {
+  worker_process(std::uint16_t port, const std::string& key_file, std::uint64_t stall_at = 0)
+      : line_process({SPARSESYNC_TEST_WORKER, "--port", std::to_string(port), "--key-file", key_file, "--stall-at", std::to_string(stall_at)}) {}
 };
 
 std::string hex(std::uint64_t v) {

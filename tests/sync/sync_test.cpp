@@ -275,3 +275,29 @@ TEST_CASE("protocol messages round-trip and every truncation or foreign byte str
   CHECK(nb.code == errc::base_mismatch);
   CHECK(nb.message == "why");
 }
+
+TEST_CASE("hello carries the device-frames flag; unknown flags and bad bucket_device announcements are refused") {
+  sync::hello h{0x1234, false, 0, 0, true};
+  auto m = sync::encode(h);
+  sync::hello back;
+  REQUIRE(sync::decode(m, back).ok());
+  CHECK(back.device_frames);
+  h.device_frames = false;
+  REQUIRE(sync::decode(sync::encode(h), back).ok());
+  CHECK_FALSE(back.device_frames);
+  m[7] = std::byte{2};  // flags (u16 after the version): bit 1 means nothing yet
+  CHECK(sync::decode(m, back).code() == errc::malformed);
+  auto w = sync::encode(sync::welcome{1, false, 0});
+  w[7] = std::byte{1};  // a welcome has no flags
+  sync::welcome wb;
+  CHECK_FALSE(sync::decode(w, wb).ok());
+
+  std::uint64_t bytes = 0;
+  const auto a = sync::encode_bucket_device(4096);
+  REQUIRE(sync::decode_bucket_device(a, bytes).ok());
+  CHECK(bytes == 4096);
+  for (std::size_t n = 0; n < a.size(); ++n) CHECK_FALSE(sync::decode_bucket_device(std::span(a).first(n), bytes).ok());
+  CHECK_FALSE(sync::decode_bucket_device(sync::encode_bucket_device(bucket_header_bytes - 1), bytes).ok());  // not even a header
+  CHECK_FALSE(sync::decode_bucket_device(sync::encode_bucket_device(sync::hard_max_device_frame + 1), bytes).ok());
+  CHECK(sync::decode_bucket_device(sync::encode_bucket_device(sync::hard_max_device_frame), bytes).ok());
+}

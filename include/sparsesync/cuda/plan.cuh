@@ -267,8 +267,9 @@ class apply_plan {
     throw_on_cuda_error(reset_apply_state(state(), layout_.view(), stream_), "reset_apply_state");
   }
 
-  // `host_copy`: the same frame's bytes in host memory, when the caller has them (a frame that arrived over a
-  // host transport): its counts are then read there, without a device round trip per bucket.
+  // `host_copy`: the same frame's bytes in host memory, or at least its header, when the caller has them (a frame
+  // that arrived over a host transport, or a device link that copied its head): its counts are then read there,
+  // without a device round trip per bucket.
   void verify(const unsigned char* d_frame, std::size_t frame_bytes, void* const* d_model, std::span<const unsigned char> host_copy = {}) {
     size_staging(d_frame, frame_bytes, host_copy);
     verify_sized(d_frame, frame_bytes, d_model);
@@ -428,7 +429,7 @@ class apply_plan {
   void size_staging(const unsigned char* d_frame, std::size_t frame_bytes, std::span<const unsigned char> host_copy = {}) {
     if (frame_bytes < bucket_header_bytes) return;
     unsigned char hm[28] = {};
-    if (host_copy.size() == frame_bytes) {
+    if (host_copy.size() >= bucket_header_bytes && host_copy.size() <= frame_bytes) {  // the frame, or its header
       std::memcpy(hm, host_copy.data() + 8, sizeof hm);
     } else {
       throw_on_cuda_error(cudaMemcpyAsync(readback_.get(), d_frame + 8, sizeof hm, cudaMemcpyDeviceToHost, stream_), "read frame counts");

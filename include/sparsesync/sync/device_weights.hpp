@@ -2,7 +2,7 @@
 // and version_sink of weights in device memory. With them sync::sender and sync::receiver give GPU weights
 // every guarantee host weights have (handshake with layout hash and held checksum, acks carrying the verified
 // checksum, nack and healing, kept patches and full transfers for late or restarted workers), over any
-// transport: the frames cross through host memory.
+// transport: the frames cross through host memory, or, over a device_link (nccl_link), from GPU to GPU.
 //
 // This header needs no CUDA compiler: the GPU work sits behind two abstract backends, which
 // cuda/sync/device_engine.cuh implements (include it from a .cu file and call make_device_source /
@@ -38,7 +38,13 @@ struct device_memory_report {
   std::uint64_t scratch_device = 0;   // encode / apply scratch and frames: O(payload)
 };
 
-using frame_callback = std::function<void(std::span<const unsigned char> frame)>;
+// Where a backend hands each bucket frame: `host` takes a frame in host memory (valid during the call); `device`
+// takes a frame the backend keeps on the GPU (device_source_options::frames_on_device) with its header copied
+// to the host.
+struct frame_emitter {
+  std::function<void(std::span<const unsigned char> frame)> host;
+  std::function<void(std::span<const unsigned char> header, device_frame frame)> device;
+};
 
 // The GPU half of a device_source (cuda/sync/device_engine.cuh).
 class device_encoder_backend {
@@ -48,11 +54,12 @@ class device_encoder_backend {
   virtual void prepare(const model_layout& layout, std::vector<bucket_plan> plans, encoder_id encoder, const encode_options& enc) = 0;
   [[nodiscard]] virtual bool has_version() const = 0;
   // Encodes `weights` (device pointers) against the snapshot, or from the all-zero model when it holds no
-  // version (absolute values, bitmap), handing each bucket frame to `emit` in order (host memory, valid during
-  // the call); afterwards the snapshot holds `weights`. Throws on failure, the snapshot then holding none.
-  virtual source_totals encode_version(std::span<const const_tensor_view> weights, const frame_callback& emit) = 0;
-  // The snapshot from the all-zero model (a full transfer), frames to `emit`.
-  virtual void encode_full(const frame_callback& emit) = 0;
+  // version (absolute values, bitmap), handing each bucket frame to `emit` in order; afterwards the snapshot
+  // holds `weights`. Throws on failure, the snapshot then holding none. A full transfer's frames always come
+  // to emit.host (a model-sized stream is not kept in GPU memory).
+  virtual source_totals encode_version(std::span<const const_tensor_view> weights, const frame_emitter& emit) = 0;
+  // The snapshot from the all-zero model (a full transfer), frames to `emit.host`.
+  virtual void encode_full(const frame_emitter& emit) = 0;
   virtual void invalidate() = 0;
   [[nodiscard]] virtual device_memory_report memory() const = 0;
 };
@@ -65,6 +72,8 @@ class device_applier_backend {
   virtual std::uint64_t checksum() = 0;
   virtual void begin(bool full, std::optional<std::uint64_t> known_base) = 0;
   virtual status add_bucket(std::span<const unsigned char> frame) = 0;
+  virtual device_slot device_frame_slot(std::size_t bytes) = 0;
+  virtual status add_device_bucket(std::span<const unsigned char> head) = 0;
   virtual status finish(const patch_header& h) = 0;
   virtual void commit() = 0;
   virtual void abort() = 0;
@@ -105,11 +114,11 @@ class device_source {
   [[nodiscard]] bool has_version() const { return backend_ && backend_->has_version(); }
 
   source_totals encode_version(std::span<const const_tensor_view> weights, const patch_options& po, version_stream& out) {
-    return write(out, po, !has_version(), [&](const frame_callback& emit) { return backend_->encode_version(weights, emit); });
+    return write(out, po, !has_version(), [&](const frame_emitter& emit) { return backend_->encode_version(weights, emit); });
   }
 
   void encode_full(const patch_options& po, version_stream& out) {
-    (void)write(out, po, true, [&](const frame_callback& emit) {
+    (void)write(out, po, true, [&](const frame_emitter& emit) {
       backend_->encode_full(emit);
       return source_totals{};
     });
@@ -134,7 +143,10 @@ class device_source {
     source_totals totals;
     try {
       w.prologue(bytes);
-      totals = encode([&](std::span<const unsigned char> frame) { (void)w.bucket(frame); });
+      frame_emitter emit;
+      emit.host = [&](std::span<const unsigned char> frame) { (void)w.bucket(frame); };
+      emit.device = [&](std::span<const unsigned char> header, device_frame frame) { (void)w.bucket_on_device(header, std::move(frame)); };
+      totals = encode(emit);
     } catch (...) {
       out.finish(false);
       throw;
@@ -166,6 +178,9 @@ class device_sink {
   std::uint64_t checksum() { return backend_->checksum(); }
   void begin(bool full, std::optional<std::uint64_t> known_base) { backend_->begin(full, known_base); }
   status add_bucket(std::span<const unsigned char> frame) { return backend_->add_bucket(frame); }
+  // device_frame_sink: bucket frames that arrive on a device link land in the sink's own GPU memory.
+  device_slot device_frame_slot(std::size_t bytes) { return backend_->device_frame_slot(bytes); }
+  status add_device_bucket(std::span<const unsigned char> head) { return backend_->add_device_bucket(head); }
   status finish(const patch_header& h) { return backend_->finish(h); }
   void commit() { backend_->commit(); }
   void abort() { backend_->abort(); }
@@ -178,6 +193,7 @@ class device_sink {
 };
 
 static_assert(check_version_sink<device_sink>);
+static_assert(device_frame_sink<device_sink>);
 
 }  // namespace sync
 SPARSESYNC_NS_END

@@ -28,7 +28,13 @@ enum class message_type : std::uint8_t {
   ack = 6,            // receiver -> sender: version applied and verified
   nack = 7,           // receiver -> sender: version refused (reason inside); the sender follows with a full transfer
   refuse = 8,         // sender -> receiver: the handshake failed (reason inside); the connection ends
+  bucket_device = 9,  // sender -> receiver: one bucket frame of `u64` bytes follows on the link's device path
 };
+
+// hello flags (the u16 after the protocol version; 0 in welcome).
+inline constexpr std::uint16_t hello_flag_device_frames = 1;  // the receiver takes bucket frames on a device link
+// No device frame above 1 GiB (as host frames): a larger announcement is refused before anything is reserved.
+inline constexpr std::uint64_t hard_max_device_frame = std::uint64_t{1} << 30;
 
 // Receiver -> sender, first message of a session.
 struct hello {
@@ -36,6 +42,7 @@ struct hello {
   bool has_version = false;
   std::uint64_t version = 0;
   std::uint64_t checksum = 0;  // content checksum of the receiver's current weights (when has_version)
+  bool device_frames = false;  // its link is a device_link and its weights are on a GPU: send buckets as device frames
 };
 
 // Sender -> receiver, answer to hello.
@@ -103,7 +110,7 @@ class message_reader {
 inline std::optional<message_type> type_of(std::span<const std::byte> m) {
   if (m.empty()) return std::nullopt;
   const auto t = static_cast<std::uint8_t>(m[0]);
-  if (t < 1 || t > 8) return std::nullopt;
+  if (t < 1 || t > 9) return std::nullopt;
   return static_cast<message_type>(t);
 }
 
@@ -113,26 +120,30 @@ inline std::span<const unsigned char> body_of(std::span<const std::byte> m) {
 
 inline std::vector<std::byte> encode(const hello& h) {
   return detail::message_writer(message_type::hello)
-      .put(protocol_magic).put(protocol_version).put(std::uint16_t{0}).put(h.layout_hash)
-      .put(std::uint8_t{h.has_version}).put(h.version).put(h.checksum).take();
+      .put(protocol_magic).put(protocol_version).put(std::uint16_t{h.device_frames ? hello_flag_device_frames : std::uint16_t{0}})
+      .put(h.layout_hash).put(std::uint8_t{h.has_version}).put(h.version).put(h.checksum).take();
 }
 
 namespace detail {
-// The magic, protocol version and reserved field that open hello and welcome.
-inline status read_preamble(std::span<const std::byte> m, message_type expected, message_reader& r, const char* what) {
+// The magic, protocol version and flags field that open hello and welcome; flags outside `allowed` are refused.
+inline status read_preamble(std::span<const std::byte> m, message_type expected, message_reader& r, const char* what,
+                            std::uint16_t allowed = 0, std::uint16_t* flags = nullptr) {
   std::uint32_t magic = 0;
   std::uint16_t version = 0, reserved = 0;
   if (type_of(m) != expected || !r.get(magic) || magic != protocol_magic) return {errc::bad_magic, std::string("not a sparsesync ") + what};
   if (!r.get(version) || version != protocol_version)
     return {errc::unsupported_version, "peer speaks protocol version " + std::to_string(version) + ", this build speaks 1"};
-  if (!r.get(reserved) || reserved != 0) return {errc::malformed, std::string(what) + " message"};
+  if (!r.get(reserved) || (reserved & ~allowed) != 0) return {errc::malformed, std::string(what) + " message"};
+  if (flags) *flags = reserved;
   return {};
 }
 }  // namespace detail
 
 inline status decode(std::span<const std::byte> m, hello& h) {
   detail::message_reader r(m);
-  if (auto st = detail::read_preamble(m, message_type::hello, r, "hello"); !st) return st;
+  std::uint16_t flags = 0;
+  if (auto st = detail::read_preamble(m, message_type::hello, r, "hello", hello_flag_device_frames, &flags); !st) return st;
+  h.device_frames = (flags & hello_flag_device_frames) != 0;
   std::uint8_t has = 0;
   if (!r.get(h.layout_hash) || !r.get(has) || !r.get(h.version) || !r.get(h.checksum) || !r.done() || has > 1)
     return {errc::malformed, "hello message"};
@@ -180,6 +191,18 @@ inline status decode(std::span<const std::byte> m, nack& n) {
   n.code = code <= static_cast<std::uint32_t>(errc::io) ? static_cast<errc>(code) : errc::malformed;
   const auto text = r.rest();
   n.message.assign(reinterpret_cast<const char*>(text.data()), std::min<std::size_t>(text.size(), 4096));
+  return {};
+}
+
+// A bucket frame that follows on the device path: its length (the receiver's bound before it receives anything).
+inline std::vector<std::byte> encode_bucket_device(std::uint64_t frame_bytes) {
+  return detail::message_writer(message_type::bucket_device).put(frame_bytes).take();
+}
+inline status decode_bucket_device(std::span<const std::byte> m, std::uint64_t& frame_bytes) {
+  detail::message_reader r(m);
+  if (type_of(m) != message_type::bucket_device || !r.get(frame_bytes) || !r.done()) return {errc::malformed, "bucket_device message"};
+  if (frame_bytes < bucket_header_bytes || frame_bytes > hard_max_device_frame)
+    return {errc::malformed, "bucket_device message announces " + std::to_string(frame_bytes) + " bytes"};
   return {};
 }
 

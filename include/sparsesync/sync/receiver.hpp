@@ -6,13 +6,17 @@
 //
 // One engine wherever the weights live: the Sink (a version_sink, version_sink.hpp) verifies and writes:
 // host_sink (host memory, the default) or device_sink (GPU memory, device_weights.hpp). The session protocol
-// (handshake, ack with the verified checksum, nack) is this file, the same for both.
+// (handshake, ack with the verified checksum, nack) is this file, the same for both. With a device_sink on a
+// device_link (nccl_link) the receiver asks for bucket frames on the link's device path: they land in the sink's
+// GPU memory without passing through the host.
 #pragma once
 
 #include <sparsesync/sync/host_sink.hpp>
 #include <sparsesync/sync/protocol.hpp>
+#include <sparsesync/transport/device_link.hpp>
 #include <sparsesync/transport/transport.hpp>
 
+#include <array>
 #include <chrono>
 #include <functional>
 #include <mutex>
@@ -43,6 +47,7 @@ class receiver {
   static_assert(check_transport<Transport>);
   static_assert(check_version_sink<Sink>);
   using clock = std::chrono::steady_clock;
+  static constexpr bool takes_device_frames = device_link<Transport> && device_frame_sink<Sink>;
 
  public:
   // Called under the exclusive lock right after a version is committed, with the changes it wrote
@@ -62,7 +67,7 @@ class receiver {
     has_version_ = opt.has_version;
     version_ = opt.version;
     if (has_version_) checksum_ = sink_.checksum();
-    link_.send(encode(hello{layout_.hash(), has_version_, version_, checksum_}));
+    link_.send(encode(hello{layout_.hash(), has_version_, version_, checksum_, takes_device_frames}));
     std::vector<std::byte> in;
     if (!link_.receive(in)) throw error(errc::io, "the sender closed the connection during the handshake");
     if (type_of(in) == message_type::refuse) {
@@ -153,6 +158,8 @@ class receiver {
           if (full) lock.lock();
           st = sink_.add_bucket(body_of(in));
           if (full) info.changed = sink_.changed();
+        } else if (type == message_type::bucket_device) {
+          receive_device_bucket(in, st, full, info);
         } else if (type == message_type::version_end) {
           patch_header end;
           if (st) st = sparsesync::detail::read_patch_header(body_of(in), end);
@@ -166,6 +173,9 @@ class receiver {
         }
       }
     } catch (...) {
+      // The session cannot go on mid-version: frames the sender still has in flight on the device path are
+      // cancelled (no receive is pending here: receive_device returns only once its frame arrived).
+      if constexpr (device_link<Transport>) link_.abort();
       if (p.begun) abort_locked();
       throw;
     }
@@ -215,9 +225,31 @@ class receiver {
   [[nodiscard]] std::uint64_t sender_version() const { return sender_version_; }
   [[nodiscard]] const model_layout& layout() const { return layout_; }
   [[nodiscard]] Sink& sink() { return sink_; }
+  [[nodiscard]] Transport& link() { return link_; }
   void close() { link_.close(); }
 
  private:
+  // A bucket frame announced on the host link and received on its device path, into the sink's GPU memory. It is
+  // received also when the version is already refused (the sender sends it regardless: the two ends stay in step).
+  void receive_device_bucket(std::span<const std::byte> in, status& st, bool full, applied_version& info) {
+    if constexpr (takes_device_frames) {
+      std::uint64_t bytes = 0;
+      throw_if_error(decode_bucket_device(in, bytes));  // unbounded or malformed: the stream cannot be followed
+      info.payload_bytes += bytes;
+      std::unique_lock lock(weights_mutex_, std::defer_lock);
+      if (full) lock.lock();
+      std::array<unsigned char, bucket_header_bytes> head{};
+      const device_slot slot = sink_.device_frame_slot(static_cast<std::size_t>(bytes));
+      link_.receive_device(slot.data, static_cast<std::size_t>(bytes), slot.after, head);
+      if (!st) return;
+      st = sink_.add_device_bucket(head);
+      if (full) info.changed = sink_.changed();
+    } else {
+      (void)in, (void)st, (void)full, (void)info;
+      throw error(errc::malformed, "the sender announced a device frame, which this receiver did not ask for");
+    }
+  }
+
   // A refused or broken version: the sink puts the old weights back (a patch) or they hold none (a full
   // transfer, has_version_ already false).
   void abort_locked() {

@@ -5,7 +5,9 @@
 //
 // One engine wherever the weights live: the Source (a version_source, version_source.hpp) encodes and keeps
 // the snapshot: host_source (host memory, the default) or device_source (GPU memory, device_weights.hpp).
-// Everything else (sessions, history, acks, lag, full transfers) is this file, the same for both.
+// Everything else (sessions, history, acks, lag, full transfers) is this file, the same for both. Over a
+// device_link (nccl_link) a device source's bucket frames go from GPU to GPU to receivers whose weights are on a
+// GPU; every other receiver of the same sender gets them through host memory.
 #pragma once
 
 #include <sparsesync/format/patch_writer.hpp>
@@ -13,6 +15,7 @@
 #include <sparsesync/sync/protocol.hpp>
 #include <sparsesync/sync/version_source.hpp>
 #include <sparsesync/sync/version_stream.hpp>
+#include <sparsesync/transport/device_link.hpp>
 #include <sparsesync/transport/transport.hpp>
 
 #include <atomic>
@@ -266,6 +269,7 @@ class sender {
     std::thread thread;
     bool connected = true;
     bool handshaken = false;
+    bool device_frames = false;  // it asked for bucket frames on the device path of its (device) link
     bool has_version = false;
     std::uint64_t version = 0;
     std::uint64_t checksum = 0;
@@ -387,6 +391,7 @@ class sender {
         s.has_version = h.has_version;
         s.version = h.version;
         s.checksum = h.checksum;
+        s.device_frames = h.device_frames && device_link<Transport>;
         s.handshaken = true;
         s.link.send(encode(welcome{layout_hash_, has_latest_, latest_}));
       }
@@ -439,19 +444,45 @@ class sender {
       }
       s.link.close();
     } catch (const std::exception& e) {
+      // Frames in flight on a device path are cancelled: the session is over, and a transfer its receiver will
+      // never take must not hold the GPU (docs/PROTOCOL.md, "Timeouts").
+      if constexpr (device_link<Transport>) s.link.abort();
       s.link.close();
       fail_session(s, e.what());
     }
   }
 
-  // Sends every message of `stream`; false if the stream failed to encode (nothing useful was sent).
+  // Sends every message of `stream`; false if the stream failed to encode (nothing useful was sent). A bucket
+  // kept in GPU memory goes on the device path where the receiver asked for it, else as a host copy.
   bool send_stream(session& s, version_stream& stream) {
     for (std::size_t i = 0;; ++i) {
-      const auto m = stream.wait_for(i);
-      if (!m) return !stream.failed() && i > 0;
-      s.link.send(*m);
+      const auto e = stream.wait_for_entry(i);
+      if (!e.host) return !stream.failed() && i > 0;
+      std::size_t bytes = 0;
+      if (!e.device) {
+        s.link.send(*e.host);
+        bytes = e.host->size();
+      } else if (send_device(s, *e.host, *e.device)) {
+        bytes = e.host->size() + e.device->bytes;
+      } else {
+        const auto m = stream.host_bucket(i);
+        s.link.send(*m);
+        bytes = m->size();
+      }
       std::lock_guard lock(state_mutex_);
-      s.bytes_sent += m->size();
+      s.bytes_sent += bytes;
+    }
+  }
+
+  bool send_device(session& s, const std::vector<std::byte>& announce, const device_frame& f) {
+    if constexpr (device_link<Transport>) {
+      if (!s.device_frames) return false;
+      s.link.send(announce);
+      s.link.send_device(f);
+      return true;
+    } else {
+      (void)s, (void)announce, (void)f;
+      return false;
     }
   }
 

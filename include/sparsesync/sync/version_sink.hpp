@@ -73,5 +73,24 @@ struct version_sink_diagnostics {
 template <class K>
 inline constexpr bool check_version_sink = detail::version_sink_diagnostics<K>::value;
 
+// Where a frame arriving on a device link is to land: `data` (GPU memory of the sink), written only after the work
+// already enqueued on the cudaStream_t `after` (when not null: the slot is reused).
+struct device_slot {
+  void* data = nullptr;
+  void* after = nullptr;
+};
+
+// A version_sink K is also a `device_frame_sink` (its weights are on a GPU: the receiver asks its sender for
+// device frames when its link is a device_link) when:
+//  1. `k.device_frame_slot(bytes) -> device_slot` reserves room for the next frame of `bytes` bytes (valid until the
+//     next call; a frame received there and never added is dropped);
+//  2. `k.add_device_bucket(head) -> status` verifies the frame received into the last slot as add_bucket() verifies a
+//     host frame; `head` is the frame's first bucket_header_bytes, copied from the device frame itself.
+template <class K>
+concept device_frame_sink = version_sink<K> && requires(K& k, std::size_t n, std::span<const unsigned char> head) {
+  { k.device_frame_slot(n) } -> std::same_as<device_slot>;
+  { k.add_device_bucket(head) } -> std::same_as<status>;
+};
+
 }  // namespace sync
 SPARSESYNC_NS_END

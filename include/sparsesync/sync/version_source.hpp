@@ -93,6 +93,18 @@ class stream_writer {
     out_.push_message(static_cast<std::byte>(message_type::bucket), frame);
     return h.changed;
   }
+  // One bucket frame left in GPU memory, described by its header (the frame's first bucket_header_bytes, copied
+  // to the host); returns its changed count.
+  std::uint64_t bucket_on_device(std::span<const unsigned char> header, device_frame frame) {
+    bucket_header h;
+    throw_if_error(sparsesync::detail::read_bucket_header(header, h));
+    payload_ += frame.bytes;
+    changed_ += h.changed;
+    base_checksum_ += h.base_checksum;
+    target_checksum_ += h.target_checksum;
+    out_.push_device(std::move(frame));
+    return h.changed;
+  }
   // The final header (with the whole-model checksums); completes the stream.
   void end(std::span<const unsigned char> header, std::uint64_t target_checksum) {
     out_.target_checksum = target_checksum;

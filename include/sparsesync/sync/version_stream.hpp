@@ -3,6 +3,8 @@
 #pragma once
 
 #include <sparsesync/core/config.hpp>
+#include <sparsesync/sync/protocol.hpp>
+#include <sparsesync/transport/device_link.hpp>
 
 #include <condition_variable>
 #include <cstddef>
@@ -11,6 +13,7 @@
 #include <memory>
 #include <mutex>
 #include <span>
+#include <utility>
 #include <vector>
 
 SPARSESYNC_NS_BEGIN
@@ -65,6 +68,13 @@ class message_pool : public std::enable_shared_from_this<message_pool> {
 struct version_stream {
   using message = std::shared_ptr<const std::vector<std::byte>>;
 
+  // Message i as a session sends it: the protocol message, and for a bucket left in GPU memory (a device
+  // source's frames) the frame, announced by a bucket_device message.
+  struct entry {
+    message host;
+    std::shared_ptr<const device_frame> device;
+  };
+
   std::shared_ptr<message_pool> pool;  // where push_message() takes its buffers (null: fresh ones)
 
   bool from_zero = false;
@@ -75,13 +85,7 @@ struct version_stream {
   std::uint64_t payload_bytes = 0;    // wire-format bytes (prologue + buckets), valid once complete
 
   void push(std::vector<std::byte> m) { push(std::make_shared<const std::vector<std::byte>>(std::move(m))); }
-  void push(message m) {
-    {
-      std::lock_guard lock(mutex_);
-      messages_.push_back(std::move(m));
-    }
-    cv_.notify_all();
-  }
+  void push(message m) { push_entry({std::move(m), nullptr}); }
   // A message of type byte `type` and `body`, in a pooled buffer when the stream has a pool.
   void push_message(std::byte type, std::span<const unsigned char> body) {
     if (pool) return push(pool->make(type, body));
@@ -89,6 +93,12 @@ struct version_stream {
     m[0] = type;
     if (!body.empty()) std::memcpy(m.data() + 1, body.data(), body.size());
     push(std::move(m));
+  }
+  // A bucket frame that stays in GPU memory: sessions on a device link send it as it is, the others a host
+  // copy made once (host_bucket()).
+  void push_device(device_frame f) {
+    push_entry({std::make_shared<const std::vector<std::byte>>(encode_bucket_device(f.bytes)),
+                std::make_shared<const device_frame>(std::move(f))});
   }
   void finish(bool ok) {
     {
@@ -99,10 +109,31 @@ struct version_stream {
     cv_.notify_all();
   }
   // Blocks until message i exists (returns it) or the stream ended before it (returns null).
-  message wait_for(std::size_t i) {
+  message wait_for(std::size_t i) { return wait_for_entry(i).host; }
+  entry wait_for_entry(std::size_t i) {
     std::unique_lock lock(mutex_);
-    cv_.wait(lock, [&] { return i < messages_.size() || complete_; });
-    return i < messages_.size() && !failed_ ? messages_[i] : nullptr;
+    cv_.wait(lock, [&] { return i < entries_.size() || complete_; });
+    if (i >= entries_.size() || failed_) return {};
+    return {entries_[i]->host, entries_[i]->device};
+  }
+  // Message i as a host `bucket` message: for a device frame, copied from the GPU once and shared by every
+  // session that needs it (kept while the stream lives).
+  message host_bucket(std::size_t i) {
+    slot* e = nullptr;
+    {
+      std::lock_guard lock(mutex_);
+      if (i >= entries_.size()) return nullptr;
+      e = entries_[i].get();
+    }
+    if (!e->device) return e->host;
+    if (!e->device->download) throw error(errc::invalid_argument, "version_stream: a device frame without a host path");
+    std::call_once(e->downloaded, [&] {
+      auto m = std::make_shared<std::vector<std::byte>>(e->device->bytes + 1);
+      (*m)[0] = static_cast<std::byte>(message_type::bucket);
+      e->device->download(reinterpret_cast<unsigned char*>(m->data() + 1));
+      e->host_copy = std::move(m);
+    });
+    return e->host_copy;
   }
   [[nodiscard]] bool failed() const {
     std::lock_guard lock(mutex_);
@@ -110,9 +141,26 @@ struct version_stream {
   }
 
  private:
+  struct slot {
+    message host;
+    std::shared_ptr<const device_frame> device;
+    std::once_flag downloaded;
+    message host_copy;
+  };
+  void push_entry(entry e) {
+    auto s = std::make_unique<slot>();
+    s->host = std::move(e.host);
+    s->device = std::move(e.device);
+    {
+      std::lock_guard lock(mutex_);
+      entries_.push_back(std::move(s));
+    }
+    cv_.notify_all();
+  }
+
   mutable std::mutex mutex_;
   std::condition_variable cv_;
-  std::vector<message> messages_;
+  std::vector<std::unique_ptr<slot>> entries_;
   bool complete_ = false;
   bool failed_ = false;
 };

@@ -3,12 +3,14 @@
 // live in plain C++ files.
 //
 // Trainer: each bucket is encoded on the GPU against the snapshot (bucket i + 1 is enqueued before the host
-// waits for bucket i, alternating two streams) and its frame copied to the host for the transport. Each
+// waits for bucket i, alternating two streams) and its frame copied to the host for the transport, or, with
+// frames_on_device, to a stream-ordered allocation of its own that the version keeps (for device links). Each
 // bucket's region of the snapshot is then brought to the new version from the changes its encode found
 // (encode_plan::advance_base_async: only changed elements are written), beside the next bucket's encode: no
 // dense copy after the first version. It lives in GPU memory or, for trainers that cannot spare
 // 1x the model on the GPU, in pinned host memory that the kernels read over the bus (snapshot_place).
-// Worker: frames are uploaded to a device arena and verified against the worker's weights; an atomic commit
+// Worker: frames are uploaded to a device arena (or received there from a device link) and verified against the
+// worker's weights; an atomic commit
 // writes them only once the whole version verified, a streamed one writes each bucket at once and rolls the
 // written buckets back when the version is refused.
 #pragma once
@@ -99,6 +101,69 @@ class owned_stream {
 
  private:
   cudaStream_t s_{};
+};
+
+// Where a device source's kept frames live: a stream the frames are copied out on, and a memory pool of the
+// backend's own (stream-ordered, so that freeing a frame never synchronizes the device, where an NCCL transfer to a
+// dead peer may still sit until its link aborts; and keeping its memory between versions, which the device's
+// default pool would hand back to the driver at every synchronization). Frames hold it: it outlives the backend
+// while a history entry or a link still holds a frame.
+class frame_heap {
+ public:
+  frame_heap() : device_(current_device()) {
+    cudaMemPoolProps props{};
+    props.allocType = cudaMemAllocationTypePinned;
+    props.location.type = cudaMemLocationTypeDevice;
+    props.location.id = device_;
+    throw_on_cuda_error(cudaMemPoolCreate(&pool_, &props), "cudaMemPoolCreate");
+    std::uint64_t keep = ~std::uint64_t{0};
+    cudaMemPoolSetAttribute(pool_, cudaMemPoolAttrReleaseThreshold, &keep);
+  }
+  frame_heap(const frame_heap&) = delete;
+  frame_heap& operator=(const frame_heap&) = delete;
+  ~frame_heap() {
+    cudaStreamSynchronize(stream_.get());
+    cudaMemPoolDestroy(pool_);
+  }
+  [[nodiscard]] cudaStream_t stream() const { return stream_.get(); }
+  [[nodiscard]] cudaMemPool_t pool() const { return pool_; }
+  [[nodiscard]] int device() const { return device_; }
+
+ private:
+  int device_;
+  owned_stream stream_;
+  cudaMemPool_t pool_{};
+};
+
+// One bucket frame kept in GPU memory for device links (sync::device_frame's owner): freed on the stream that
+// wrote it, once nothing holds it (a link holds it until the frame has left).
+class device_frame_block {
+ public:
+  device_frame_block(std::size_t bytes, std::shared_ptr<frame_heap> heap) : heap_(std::move(heap)) {
+    throw_on_cuda_error(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming), "cudaEventCreate");
+    if (auto e = cudaMallocFromPoolAsync(&data_, bytes, heap_->pool(), heap_->stream()); e != cudaSuccess) {
+      cudaEventDestroy(ready_);
+      throw_on_cuda_error(e, "cudaMallocFromPoolAsync (device frame)");
+    }
+  }
+  device_frame_block(const device_frame_block&) = delete;
+  device_frame_block& operator=(const device_frame_block&) = delete;
+  ~device_frame_block() {
+    int previous = -1;
+    cudaGetDevice(&previous);
+    if (previous != heap_->device()) cudaSetDevice(heap_->device());
+    cudaFreeAsync(data_, heap_->stream());  // after the copy that wrote it; every reader was seen done by the host
+    cudaEventDestroy(ready_);
+    if (previous != heap_->device() && previous >= 0) cudaSetDevice(previous);
+  }
+  [[nodiscard]] void* data() const { return data_; }
+  [[nodiscard]] cudaEvent_t ready() const { return ready_; }
+  [[nodiscard]] int device() const { return heap_->device(); }
+
+ private:
+  std::shared_ptr<frame_heap> heap_;
+  void* data_ = nullptr;
+  cudaEvent_t ready_{};
 };
 
 // Pinned host bytes that only grow (frames on their way between the GPU and a host transport).
@@ -200,7 +265,7 @@ class device_encoder_impl final : public sync::device_encoder_backend {
 
   [[nodiscard]] bool has_version() const override { return has_version_; }
 
-  sync::source_totals encode_version(std::span<const const_tensor_view> weights, const sync::frame_callback& emit) override {
+  sync::source_totals encode_version(std::span<const const_tensor_view> weights, const sync::frame_emitter& emit) override {
     device_scope on(device_);
     phases_ = {};
     const auto start = clock::now();
@@ -214,6 +279,8 @@ class device_encoder_impl final : public sync::device_encoder_backend {
         phases_.snapshot_seconds = seconds_since(copy_start);
       } else {
         encode_incremental(d_weights, emit);
+        // Device frames are copied out on the heap's stream: done before the next encode overwrites the plans' frames.
+        if (opt_.frames_on_device) throw_on_cuda_error(cudaStreamSynchronize(heap_->stream()), "copy frames");
         phases_.encode_seconds = seconds_since(start);
         const auto advance_start = clock::now();
         advance_snapshot();
@@ -227,7 +294,7 @@ class device_encoder_impl final : public sync::device_encoder_backend {
     return phases_;
   }
 
-  void encode_full(const sync::frame_callback& emit) override {
+  void encode_full(const sync::frame_emitter& emit) override {
     device_scope on(device_);
     if (!has_version_) throw error(errc::invalid_argument, "device_source: no version to send");
     std::vector<const void*> snap(snapshot_->pointers().begin(), snapshot_->pointers().end());
@@ -257,18 +324,45 @@ class device_encoder_impl final : public sync::device_encoder_backend {
   }
 
   // Copies frame `bytes` of device memory to the host and hands it on.
-  void emit_frame(const unsigned char* d_frame, std::size_t bytes, const sync::frame_callback& emit) {
+  void emit_frame(const unsigned char* d_frame, std::size_t bytes, const sync::frame_emitter& emit) {
     const auto t0 = clock::now();
     unsigned char* host = staging_.reserve(bytes);
-    throw_on_cuda_error(cudaMemcpyAsync(host, d_frame, bytes, cudaMemcpyDeviceToHost, copy_.get()), "download frame");
-    throw_on_cuda_error(cudaStreamSynchronize(copy_.get()), "download frame");
+    throw_on_cuda_error(cudaMemcpyAsync(host, d_frame, bytes, cudaMemcpyDeviceToHost, heap_->stream()), "download frame");
+    throw_on_cuda_error(cudaStreamSynchronize(heap_->stream()), "download frame");
     const auto t1 = clock::now();
-    emit({host, bytes});
+    emit.host({host, bytes});
     phases_.download_seconds += std::chrono::duration<double>(t1 - t0).count();
     phases_.hand_off_seconds += seconds_since(t1);
   }
 
-  void encode_incremental(const void* const* d_weights, const sync::frame_callback& emit) {
+  // Copies frame `bytes` (complete: the encode was waited for) into an allocation of its own and hands that on,
+  // with its header brought to the host (the sender adds up the headers' counts and checksums).
+  void emit_device_frame(const unsigned char* d_frame, std::size_t bytes, const sync::frame_emitter& emit) {
+    const auto t0 = clock::now();
+    auto block = std::make_shared<device_frame_block>(bytes, heap_);
+    unsigned char* head = staging_.reserve(bucket_header_bytes);
+    throw_on_cuda_error(cudaMemcpyAsync(head, d_frame, bucket_header_bytes, cudaMemcpyDeviceToHost, heap_->stream()), "download frame header");
+    throw_on_cuda_error(cudaEventRecord(head_done_.get(), heap_->stream()), "cudaEventRecord");
+    throw_on_cuda_error(cudaMemcpyAsync(block->data(), d_frame, bytes, cudaMemcpyDeviceToDevice, heap_->stream()), "copy frame");
+    throw_on_cuda_error(cudaEventRecord(block->ready(), heap_->stream()), "cudaEventRecord");
+    throw_on_cuda_error(cudaEventSynchronize(head_done_.get()), "download frame header");
+    const auto t1 = clock::now();
+    device_frame f;
+    f.data = block->data();
+    f.bytes = bytes;
+    f.ready = block->ready();
+    f.download = [block, bytes](unsigned char* host) {
+      device_scope on(block->device());
+      throw_on_cuda_error(cudaEventSynchronize(block->ready()), "device frame");
+      throw_on_cuda_error(cudaMemcpy(host, block->data(), bytes, cudaMemcpyDeviceToHost), "download device frame");
+    };
+    f.owner = std::move(block);
+    emit.device({head, bucket_header_bytes}, std::move(f));
+    phases_.download_seconds += std::chrono::duration<double>(t1 - t0).count();
+    phases_.hand_off_seconds += seconds_since(t1);
+  }
+
+  void encode_incremental(const void* const* d_weights, const sync::frame_emitter& emit) {
     std::vector<const void*> snap(snapshot_->pointers().begin(), snapshot_->pointers().end());
     const auto* d_snap = snapshot_ptrs_.set(snap);
     // Whatever the caller ordered before `stream` (the weights' last write, our pointer uploads, the last
@@ -293,7 +387,8 @@ class device_encoder_impl final : public sync::device_encoder_backend {
       encoders_[i]->advance_base_async();
       phases_.launch_seconds += seconds_since(t0);
       bucket_targets_[i] = r.target_checksum;
-      emit_frame(encoders_[i]->frame(), r.frame_bytes, emit);
+      if (opt_.frames_on_device) emit_device_frame(encoders_[i]->frame(), r.frame_bytes, emit);
+      else emit_frame(encoders_[i]->frame(), r.frame_bytes, emit);
     }
   }
 
@@ -315,7 +410,7 @@ class device_encoder_impl final : public sync::device_encoder_backend {
   // host engine). The zero base is one bucket-sized zero buffer that each bucket's base pointers are aimed at
   // (same alignment as the target's elements, so the wide loads stay wide); each bucket gets a temporary plan
   // sized for every element changing, one bucket at a time.
-  void encode_from_zero(const void* const* d_target, const sync::frame_callback& emit) {
+  void encode_from_zero(const void* const* d_target, const sync::frame_emitter& emit) {
     std::size_t zero_bytes = 0;
     for (const auto& p : plans_) zero_bytes = std::max<std::size_t>(zero_bytes, p.numel() * size_of(p.dtype));
     zero_bytes += 512;
@@ -357,8 +452,9 @@ class device_encoder_impl final : public sync::device_encoder_backend {
   std::vector<bucket_plan> plans_;
   encoder_id encoder_ = encoder_id::rice;
   encode_options enc_;
-  owned_stream aux_, copy_;  // odd buckets are encoded on aux_; frames come down on copy_
-  cuda_event start_;
+  owned_stream aux_;  // odd buckets are encoded on aux_
+  std::shared_ptr<frame_heap> heap_ = std::make_shared<frame_heap>();  // frames come down (or out) on its stream; kept frames hold it
+  cuda_event start_, head_done_;
   std::vector<std::unique_ptr<encode_plan>> encoders_;
   std::unique_ptr<snapshot_storage> snapshot_;
   device_pointer_array weights_ptrs_, snapshot_ptrs_;
@@ -429,27 +525,28 @@ class device_applier_impl final : public sync::device_applier_backend {
 
   status add_bucket(std::span<const unsigned char> frame) override {
     device_scope on(device_);
-    // A full transfer's frames are applied as they come and not needed again: each one reuses the arena's
-    // start (the stream orders its upload after the last one's apply), so a model-sized transfer never needs
-    // model-sized scratch.
-    if (full_) used_ = 0;
-    grow(used_ + frame.size(), used_);
-    unsigned char* d_frame = arena_.data() + used_;
+    unsigned char* d_frame = reserve(frame.size());
     throw_on_cuda_error(cudaEventSynchronize(staged_.get()), "upload frame");  // the last upload has left the staging
     unsigned char* host = staging_.reserve(frame.size());
     std::memcpy(host, frame.data(), frame.size());
     throw_on_cuda_error(cudaMemcpyAsync(d_frame, host, frame.size(), cudaMemcpyHostToDevice, opt_.stream), "upload frame");
     throw_on_cuda_error(cudaEventRecord(staged_.get(), opt_.stream), "cudaEventRecord");
-    auto* d = weights_ptrs_.mutable_data();
-    // The counts the applier sizes its staging by are read from the host copy: no device round trip per bucket.
-    if (full_) applier_->apply(d_frame, frame.size(), d, frame);  // no version to protect
-    else if (opt_.commit == frame_commit_mode::streamed) applier_->apply_undoable(d_frame, frame.size(), d, frame);
-    else applier_->verify(d_frame, frame.size(), d, frame);
-    if (!full_) frames_.emplace_back(used_, frame.size());
-    used_ += frame.size();
-    // The verdict is read once, at finish(): one synchronization per version, not per bucket (apply_plan
-    // reads each frame's change count on its own).
-    return {};
+    return add_reserved(frame);
+  }
+
+  // A frame from a device link is received straight into the arena; for a full transfer the slot is the arena's
+  // start again, so the receive must wait for the last bucket's apply (`after`).
+  sync::device_slot device_frame_slot(std::size_t bytes) override {
+    device_scope on(device_);
+    unsigned char* d_frame = reserve(bytes);
+    // (The legacy default stream is named by its handle: a null `after` would mean "no ordering".)
+    return {d_frame, full_ ? static_cast<void*>(opt_.stream ? opt_.stream : cudaStreamLegacy) : nullptr};
+  }
+
+  status add_device_bucket(std::span<const unsigned char> head) override {
+    device_scope on(device_);
+    if (head.size() < bucket_header_bytes) throw error(errc::invalid_argument, "device_sink: a device frame's header is needed");
+    return add_reserved(head);
   }
 
   status finish(const patch_header& h) override {
@@ -496,6 +593,33 @@ class device_applier_impl final : public sync::device_applier_backend {
   }
 
  private:
+  // Room for the next frame of `bytes` bytes. A full transfer's frames are applied as they come and not needed
+  // again: each one reuses the arena's start (the stream orders its upload after the last one's apply), so a
+  // model-sized transfer never needs model-sized scratch.
+  unsigned char* reserve(std::size_t bytes) {
+    if (full_) used_ = 0;
+    grow(used_ + bytes, used_);
+    slot_bytes_ = bytes;
+    return arena_.data() + used_;
+  }
+
+  // Verifies (and, for a full transfer or a streamed commit, writes) the frame in the reserved slot. `host`: the
+  // frame or its header in host memory, where the applier reads the counts it sizes its staging by (no device
+  // round trip per bucket).
+  status add_reserved(std::span<const unsigned char> host) {
+    unsigned char* d_frame = arena_.data() + used_;
+    const std::size_t bytes = slot_bytes_;
+    auto* d = weights_ptrs_.mutable_data();
+    if (full_) applier_->apply(d_frame, bytes, d, host);  // no version to protect
+    else if (opt_.commit == frame_commit_mode::streamed) applier_->apply_undoable(d_frame, bytes, d, host);
+    else applier_->verify(d_frame, bytes, d, host);
+    if (!full_) frames_.emplace_back(used_, bytes);
+    used_ += bytes;
+    // The verdict is read once, at finish(): one synchronization per version, not per bucket (apply_plan
+    // reads each frame's change count on its own).
+    return {};
+  }
+
   // Room for `need` bytes of frames, keeping the first `keep` (the stream idles first: rare, the first versions).
   void grow(std::size_t need, std::size_t keep) {
     if (need <= arena_.size()) return;
@@ -515,7 +639,7 @@ class device_applier_impl final : public sync::device_applier_backend {
   pinned_bytes staging_;
   cuda_event staged_;  // the last frame upload from staging_
   frame_arena arena_;
-  std::size_t used_ = 0;
+  std::size_t used_ = 0, slot_bytes_ = 0;
   bool full_ = false;
   std::optional<std::uint64_t> known_;
   std::uint64_t changed_ = 0, target_ = 0;

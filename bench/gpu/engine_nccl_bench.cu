@@ -1,0 +1,276 @@
+// The one sync engine over NCCL on one host: a trainer on GPU 0 (sync::sender + device_source, frames kept on the
+// GPU) and W workers on GPUs 1..W (sync::receiver + device_sink), each on an nccl_link (control messages on an
+// in-process link, frames GPU to GPU on a pair communicator). What a version costs end to end, the trainer's
+// snapshot advance included, in atomic or streamed commit, with every worker verified bit-identical after every
+// version; and, in the same run on the same GPUs, the baseline: a dense ncclBroadcast of the model from GPU 0 to
+// the workers' GPUs (one communicator of all of them). Also: the first version (a full transfer through host
+// memory, paid once per worker), and the GPU memory the engine holds beside the weights on the trainer. The GPU
+// backends come compiled from sparsesync::cuda_engine (this file compiles only the model generator's kernels).
+//
+//   engine_nccl_bench [--layers N (28)] [--density D (0.01)] [--versions V (5)] [--workers W (all other GPUs)]
+//                     [--commit atomic|streamed|both] [--json FILE]
+#include <sparsesync/cuda/sync/device_engine_compiled.hpp>
+#include <sparsesync/sync/receiver.hpp>
+#include <sparsesync/sync/sender.hpp>
+#include <sparsesync/transport/inproc.hpp>
+#include <sparsesync/transport/nccl_link.hpp>
+
+#include "bench_support.cuh"
+
+#include <cstdlib>
+#include <future>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+using namespace sparsesync;
+namespace sc = sparsesync::cuda;
+
+namespace {
+
+using namespace bench_gpu;
+using link_t = nccl_link<inproc_transport>;
+
+struct options {
+  std::uint64_t layers = 28;
+  double density = 0.01;
+  int versions = 5;
+  int workers = 0;
+  std::string commit = "both";
+  std::string json;
+};
+
+// The dense baseline: the model broadcast from GPU 0 into each worker GPU's weights, on one communicator.
+void dense_broadcast(const gpu_model& trainer, std::vector<std::unique_ptr<gpu_model>>& workers) {
+  const int n = static_cast<int>(workers.size()) + 1;
+  std::vector<int> devs(n);
+  for (int i = 0; i < n; ++i) devs[i] = i;
+  std::vector<ncclComm_t> comms(n);
+  if (ncclCommInitAll(comms.data(), n, devs.data()) != ncclSuccess) throw std::runtime_error("ncclCommInitAll failed");
+  std::vector<cudaStream_t> streams(n);
+  for (int i = 0; i < n; ++i) {
+    CK(cudaSetDevice(i));
+    CK(cudaStreamCreateWithFlags(&streams[i], cudaStreamNonBlocking));
+  }
+  const std::size_t bytes = trainer.n * 2;
+  std::vector<double> ms;
+  for (int r = 0; r < 4; ++r) {
+    for (int i = 0; i < n; ++i) {
+      CK(cudaSetDevice(i));
+      CK(cudaDeviceSynchronize());
+    }
+    const auto t = std::chrono::steady_clock::now();
+    ncclGroupStart();
+    for (int i = 0; i < n; ++i) {
+      void* buf = i == 0 ? static_cast<void*>(trainer.data) : static_cast<void*>(workers[i - 1]->data);
+      if (ncclBroadcast(buf, buf, bytes, ncclUint8, 0, comms[i], streams[i]) != ncclSuccess) throw std::runtime_error("ncclBroadcast failed");
+    }
+    ncclGroupEnd();
+    for (int i = 0; i < n; ++i) {
+      CK(cudaSetDevice(i));
+      CK(cudaStreamSynchronize(streams[i]));
+    }
+    if (r) ms.push_back(ms_since(t));
+  }
+  for (int i = 0; i < n; ++i) {
+    ncclCommDestroy(comms[i]);
+    cudaSetDevice(i);
+    cudaStreamDestroy(streams[i]);
+  }
+  CK(cudaSetDevice(0));
+  char line[512];
+  std::snprintf(line, sizeof line, "\"row\":\"dense_nccl_broadcast\",\"gpus\":%d,\"model_bytes\":%llu,\"median_ms\":%.3f,\"algo_gb_per_s\":%.1f", n,
+                static_cast<unsigned long long>(bytes), median(ms), static_cast<double>(bytes) / median(ms) / 1e6);
+  emit(line);
+}
+
+// Copies worker `w` (on its GPU) to `scratch` on GPU 0 and counts elements that differ from the trainer's.
+std::uint64_t differences(const gpu_model& trainer, const gpu_model& w, int w_dev, gpu_model& scratch) {
+  CK(cudaMemcpyPeer(scratch.data, 0, w.data, w_dev, w.n * 2));
+  CK(cudaSetDevice(0));
+  return count_differences(trainer, scratch);
+}
+
+void run_engine(const model_layout& layout, const options& o, sc::frame_commit_mode mode, gpu_model& trainer,
+                std::vector<std::unique_ptr<gpu_model>>& workers, gpu_model& scratch) {
+  using sender_t = sync::sender<rice, fixed_bytes, link_t, sync::device_source>;
+  using receiver_t = sync::receiver<link_t, sync::device_sink>;
+  const char* mode_name = mode == sc::frame_commit_mode::atomic ? "atomic" : "streamed";
+  const int nw = static_cast<int>(workers.size());
+  CK(cudaSetDevice(0));
+  cudaStream_t stream;
+  CK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  fill_kernel<<<4096, 256, 0, stream>>>(trainer.data, trainer.n, 1);
+  CK(cudaStreamSynchronize(stream));
+  std::vector<cudaStream_t> wstreams(nw);
+  for (int i = 0; i < nw; ++i) {
+    CK(cudaSetDevice(i + 1));
+    CK(cudaStreamCreateWithFlags(&wstreams[i], cudaStreamNonBlocking));
+    CK(cudaMemset(workers[i]->data, 0, workers[i]->n * 2));
+  }
+  CK(cudaSetDevice(0));
+  std::size_t free0 = 0, total = 0;
+  CK(cudaMemGetInfo(&free0, &total));
+  {
+    sync::sender_options so;
+    so.encode.mode = value_mode::ulp;
+    so.history = 2;  // kept patches hold their frames in GPU memory
+    sc::device_source_options dso;
+    dso.stream = stream;
+    dso.expected_density = o.density * 1.5;
+    dso.frames_on_device = true;
+    sender_t tx(layout, so, fixed_bytes{}, sync::device_source<rice>(sc::compiled_device_encoder_backend(dso)));
+    std::vector<std::unique_ptr<receiver_t>> rx(nw);
+    for (int i = 0; i < nw; ++i) {
+      auto [a, b] = make_inproc_pair();
+      nccl_link_options wo;
+      wo.device = i + 1;
+      wo.timeout = std::chrono::seconds(60);
+      auto worker_end = std::async(std::launch::async, [b = std::move(b), wo]() mutable { return link_t::connect_receiver(std::move(b), wo); });
+      nccl_link_options to;
+      to.device = 0;
+      to.timeout = std::chrono::seconds(60);
+      tx.add_receiver(link_t::connect_sender(std::move(a), to));
+      CK(cudaSetDevice(i + 1));
+      rx[i] = std::make_unique<receiver_t>(layout, sync::device_sink(sc::compiled_device_applier_backend(layout, workers[i]->views, {wstreams[i], mode})),
+                                           worker_end.get());
+    }
+    CK(cudaSetDevice(0));
+    std::vector<std::vector<sync::applied_version>> applied(nw);
+    std::mutex applied_mutex;
+    std::vector<std::thread> threads;
+    for (int i = 0; i < nw; ++i)
+      threads.emplace_back([&, i] {
+        cudaSetDevice(i + 1);
+        while (auto v = rx[i]->next()) {
+          std::lock_guard g(applied_mutex);
+          applied[i].push_back(*v);
+        }
+      });
+    const auto slowest_worker = [&](int v) {
+      double worst = 0;
+      for (int i = 0; i < nw; ++i)
+        for (;;) {
+          {
+            std::lock_guard g(applied_mutex);
+            if (applied[i].size() >= static_cast<std::size_t>(v)) {
+              worst = std::max(worst, applied[i][static_cast<std::size_t>(v) - 1].seconds);
+              break;
+            }
+          }
+          std::this_thread::yield();
+        }
+      return worst;
+    };
+    const auto views = trainer.const_views();
+    const auto threshold = static_cast<std::uint64_t>(o.density * static_cast<double>(1ull << 53));
+    std::vector<double> version_ms, encode_ms, snapshot_ms, apply_ms;
+    double bits = 0;
+    for (int v = 1; v <= o.versions + 1; ++v) {
+      if (v > 1) {
+        step_kernel<<<4096, 256, 0, stream>>>(trainer.data, trainer.n, static_cast<std::uint64_t>(v), threshold);
+        CK(cudaStreamSynchronize(stream));
+      }
+      const auto t = std::chrono::steady_clock::now();
+      const auto r = tx.publish(static_cast<std::uint64_t>(v), views);
+      const double ms = ms_since(t);
+      if (r.acknowledged != static_cast<std::size_t>(nw)) throw std::runtime_error("not every worker acknowledged version " + std::to_string(v));
+      const double worker_s = slowest_worker(v);
+      for (int i = 0; i < nw; ++i)
+        if (const auto d = differences(trainer, *workers[i], i + 1, scratch); d != 0)
+          throw std::runtime_error("worker " + std::to_string(i) + " differs from the trainer in " + std::to_string(d) + " elements");
+      char line[768];
+      std::snprintf(line, sizeof line,
+                    "\"row\":\"engine_nccl_version\",\"commit\":\"%s\",\"workers\":%d,\"version\":%d,\"full\":%s,\"changed\":%llu,"
+                    "\"payload_bytes\":%llu,\"version_ms\":%.3f,\"encode_ms\":%.3f,\"snapshot_ms\":%.3f,\"gpu_wait_ms\":%.3f,"
+                    "\"frame_copy_ms\":%.3f,\"hand_off_ms\":%.3f,\"launch_ms\":%.3f,\"slowest_worker_ms\":%.3f,\"bit_identical\":true",
+                    mode_name, nw, v, v == 1 ? "true" : "false", static_cast<unsigned long long>(r.changed),
+                    static_cast<unsigned long long>(r.payload_bytes), ms, r.encode_seconds * 1e3, r.snapshot_seconds * 1e3,
+                    r.source.gpu_wait_seconds * 1e3, r.source.download_seconds * 1e3, r.source.hand_off_seconds * 1e3,
+                    r.source.launch_seconds * 1e3, worker_s * 1e3);
+      emit(line);
+      if (v > 1) {
+        version_ms.push_back(ms);
+        encode_ms.push_back(r.encode_seconds * 1e3);
+        snapshot_ms.push_back(r.snapshot_seconds * 1e3);
+        apply_ms.push_back(worker_s * 1e3);
+        bits = 8.0 * static_cast<double>(r.payload_bytes) / static_cast<double>(std::max<std::uint64_t>(1, r.changed));
+      }
+    }
+    CK(cudaSetDevice(0));
+    std::size_t free1 = 0;
+    CK(cudaMemGetInfo(&free1, &total));
+    const auto tm = tx.source().memory();
+    char line[768];
+    std::snprintf(line, sizeof line,
+                  "\"row\":\"engine_nccl_summary\",\"commit\":\"%s\",\"workers\":%d,\"density\":%.4f,\"versions\":%d,\"median_version_ms\":%.3f,"
+                  "\"median_encode_ms\":%.3f,\"median_snapshot_advance_ms\":%.3f,\"median_slowest_worker_ms\":%.3f,\"bits_per_change\":%.3f,"
+                  "\"trainer_snapshot_gpu_bytes\":%llu,\"trainer_scratch_gpu_bytes\":%llu,\"trainer_gpu_bytes_held_by_engine\":%llu",
+                  mode_name, nw, o.density, o.versions, median(version_ms), median(encode_ms), median(snapshot_ms), median(apply_ms), bits,
+                  static_cast<unsigned long long>(tm.snapshot_device), static_cast<unsigned long long>(tm.scratch_device),
+                  static_cast<unsigned long long>(free0 - free1));
+    emit(line);
+    tx.close();
+    for (auto& t : threads) t.join();
+  }
+  for (int i = 0; i < nw; ++i) {
+    cudaSetDevice(i + 1);
+    cudaStreamDestroy(wstreams[i]);
+  }
+  CK(cudaSetDevice(0));
+  CK(cudaStreamDestroy(stream));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  ::setenv("NCCL_NVLS_ENABLE", "0", 0);
+  options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    const auto next = [&] { return i + 1 < argc ? std::string(argv[++i]) : std::string(); };
+    if (a == "--layers") o.layers = std::stoull(next());
+    else if (a == "--density") o.density = std::stod(next());
+    else if (a == "--versions") o.versions = std::stoi(next());
+    else if (a == "--workers") o.workers = std::stoi(next());
+    else if (a == "--commit") o.commit = next();
+    else if (a == "--json") o.json = next();
+    else {
+      std::fprintf(stderr, "usage: engine_nccl_bench [--layers N] [--density D] [--versions V] [--workers W] [--commit atomic|streamed|both] [--json FILE]\n");
+      return 2;
+    }
+  }
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess || n < 2) {
+    std::printf("fewer than two CUDA devices: skipped\n");
+    return 77;
+  }
+  if (o.workers <= 0 || o.workers > n - 1) o.workers = n - 1;
+  cudaDeviceProp prop{};
+  CK(cudaGetDeviceProperties(&prop, 0));
+  g_card = prop.name;
+  if (!o.json.empty()) g_json = std::fopen(o.json.c_str(), "w");
+  const auto layout = qwen7b_layout(o.layers);
+  char line[256];
+  std::snprintf(line, sizeof line, "\"row\":\"setup\",\"layers\":%llu,\"tensors\":%zu,\"numel\":%llu,\"gpus\":%d,\"workers\":%d",
+                static_cast<unsigned long long>(o.layers), layout.size(), static_cast<unsigned long long>(layout.numel()), n, o.workers);
+  emit(line);
+  try {
+    CK(cudaSetDevice(0));
+    gpu_model trainer(layout), scratch(layout);
+    std::vector<std::unique_ptr<gpu_model>> workers;
+    for (int i = 0; i < o.workers; ++i) {
+      CK(cudaSetDevice(i + 1));
+      workers.push_back(std::make_unique<gpu_model>(layout));
+    }
+    CK(cudaSetDevice(0));
+    if (o.commit == "atomic" || o.commit == "both") run_engine(layout, o, sc::frame_commit_mode::atomic, trainer, workers, scratch);
+    if (o.commit == "streamed" || o.commit == "both") run_engine(layout, o, sc::frame_commit_mode::streamed, trainer, workers, scratch);
+    dense_broadcast(trainer, workers);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "engine_nccl_bench: %s\n", e.what());
+    return 1;
+  }
+  if (g_json) std::fclose(g_json);
+  return 0;
+}

@@ -1,0 +1,86 @@
+// The `device_link` concept: a transport whose peer also takes frames straight from GPU memory into GPU memory.
+//
+// The sync engine speaks its protocol on the link's host frames (the `transport` concept) and, where both ends
+// hold their weights on GPUs and the link is a device_link, moves each bucket frame as a device frame instead:
+// the host message announces it (message_type::bucket_device, docs/PROTOCOL.md) and the frame follows on the
+// device path (nccl_link: ncclSend / ncclRecv on a communicator of the two ends alone). This header needs no
+// CUDA compiler: streams and events are opaque here (cudaStream_t and cudaEvent_t are pointers).
+#pragma once
+
+#include <sparsesync/core/config.hpp>
+#include <sparsesync/transport/transport.hpp>
+
+#include <concepts>
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <span>
+
+SPARSESYNC_NS_BEGIN
+
+// One frame in GPU memory, as the sender hands it to a device_link.
+struct device_frame {
+  const void* data = nullptr;  // device memory, valid while `owner` lives
+  std::size_t bytes = 0;
+  void* ready = nullptr;       // a cudaEvent_t recorded once the frame is written (null: written already)
+  std::shared_ptr<const void> owner;  // keeps `data` and `ready` alive: a link holds it until the GPU sent the frame
+  // Copies the frame into `bytes` bytes of host memory (for receivers on a host path); set by the producer.
+  std::function<void(unsigned char* host)> download;
+};
+
+struct device_link_tag {};
+
+// Largest prefix of a device frame that receive_device() also copies to the host (a bucket header is 80 bytes).
+inline constexpr std::size_t max_device_frame_head = 256;
+
+// A type L is a `device_link` when:
+//  1. it is a `transport` (the protocol's host messages travel there, in order with the device frames);
+//  2. it opts in with `using device_link_concept = sparsesync::device_link_tag;`
+//  3. `l.send_device(const device_frame&)` sends one frame to the peer once its `ready` event has passed, and
+//     returns without waiting for the GPU; the link holds `owner` until the frame has left. A frame that has
+//     not left within the link's timeout aborts the link (no later device call succeeds);
+//  4. `l.receive_device(void* dst, std::size_t bytes, void* after_stream, std::span<unsigned char> head)` receives the peer's
+//     next device frame, of `bytes` bytes, into device memory `dst` (written only after the work already
+//     enqueued on the cudaStream_t `after_stream`, when not null), and returns once it is there, with its first
+//     head.size() (<= max_device_frame_head) bytes copied to `head`; throws transport_error, the link aborted,
+//     when it has not arrived within the link's timeout or the device path failed;
+//  5. `l.abort()` ends device traffic at once (transfers in flight are cancelled, later device calls throw);
+//     it never blocks on the peer and never throws.
+namespace detail {
+template <class L>
+concept device_link_req2_opts_in = requires { requires std::same_as<typename L::device_link_concept, device_link_tag>; };
+template <class L>
+concept device_link_req3_send_device = requires(L& l, const device_frame& f) { l.send_device(f); };
+template <class L>
+concept device_link_req4_receive_device = requires(L& l, void* dst, std::size_t n, void* after, std::span<unsigned char> head) {
+  l.receive_device(dst, n, after, head);
+};
+template <class L>
+concept device_link_req5_abort = requires(L& l) { l.abort(); };
+}  // namespace detail
+
+template <class L>
+concept device_link = transport<L> && detail::device_link_req2_opts_in<L> && detail::device_link_req3_send_device<L> &&
+                      detail::device_link_req4_receive_device<L> && detail::device_link_req5_abort<L>;
+
+namespace detail {
+template <class L>
+struct device_link_diagnostics {
+  static constexpr bool transport_ok = transport_diagnostics<L>::value;  // requirement 1 reports through the transport's own
+  static_assert(device_link_req2_opts_in<L>,
+                "sparsesync: device_link requirement 2: a device link opts in with `using device_link_concept = sparsesync::device_link_tag;`");
+  static_assert(device_link_req3_send_device<L>,
+                "sparsesync: device_link requirement 3: a device link needs `void send_device(const sparsesync::device_frame&);`");
+  static_assert(device_link_req4_receive_device<L>,
+                "sparsesync: device_link requirement 4: a device link needs "
+                "`void receive_device(void* dst, std::size_t bytes, void* after_stream, std::span<unsigned char> head);`");
+  static_assert(device_link_req5_abort<L>, "sparsesync: device_link requirement 5: a device link needs `void abort() noexcept;`");
+  static constexpr bool value = device_link<L>;
+};
+}  // namespace detail
+
+// `static_assert(sparsesync::check_device_link<L>)` names the requirement L lacks.
+template <class L>
+inline constexpr bool check_device_link = detail::device_link_diagnostics<L>::value;
+
+SPARSESYNC_NS_END

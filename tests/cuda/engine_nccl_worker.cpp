@@ -1,0 +1,97 @@
+// A GPU rollout worker process for engine_nccl_kill_test.cpp: connects to the trainer over asio_tcp with the key in
+// --key-file, makes the pair communicator of an nccl_link on GPU --device, and applies versions into its own GPU
+// weights (the test model of gpu_sync_fixtures.hpp), printing "applied VERSION full|patch CHECKSUM" per version.
+// With --stall-at V it stops once the first device frame of version V is announced, prints "stalled V" and sleeps:
+// a worker that hangs mid-version with its frames in flight (the test kills it or leaves it stalled).
+//
+//   engine_nccl_worker --port P --key-file F --device D [--stall-at V] [--timeout-ms T]
+#include <sparsesync/cuda/sync/device_engine_compiled.hpp>
+#include <sparsesync/sync/receiver.hpp>
+#include <sparsesync/transport/asio_tcp.hpp>
+#include <sparsesync/transport/nccl_link.hpp>
+
+#include "gpu_sync_fixtures.hpp"
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+
+namespace ss = sparsesync;
+
+namespace {
+
+using tcp_nccl_link = ss::nccl_link<ss::asio_tcp_transport>;
+
+// Passes everything through, and hangs forever at the first device frame of version `stall_at`.
+class stalling_link {
+ public:
+  using transport_concept = ss::transport_tag;
+  using device_link_concept = ss::device_link_tag;
+  stalling_link(tcp_nccl_link inner, std::uint64_t stall_at) : inner_(std::move(inner)), stall_at_(stall_at) {}
+  void send(std::span<const std::byte> m) { inner_.send(m); }
+  bool receive(std::vector<std::byte>& out) {
+    if (!inner_.receive(out)) return false;
+    const auto type = ss::sync::type_of(out);
+    if (type == ss::sync::message_type::version_begin) {
+      ss::patch_prologue pro;
+      if (ss::parse_patch_prologue(ss::sync::body_of(out), pro)) version_ = pro.header.target_version;
+    } else if (type == ss::sync::message_type::bucket_device && stall_at_ && version_ == stall_at_) {
+      std::printf("stalled %llu\n", static_cast<unsigned long long>(version_));
+      std::fflush(stdout);
+      for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
+    }
+    return true;
+  }
+  void close() noexcept { inner_.close(); }
+  [[nodiscard]] std::size_t max_frame_size() const noexcept { return inner_.max_frame_size(); }
+  void send_device(const ss::device_frame& f) { inner_.send_device(f); }
+  void receive_device(void* dst, std::size_t bytes, void* after, std::span<unsigned char> head) { inner_.receive_device(dst, bytes, after, head); }
+  void abort() noexcept { inner_.abort(); }
+
+ private:
+  tcp_nccl_link inner_;
+  std::uint64_t stall_at_;
+  std::uint64_t version_ = 0;
+};
+
+const char* arg(int argc, char** argv, const char* name, const char* fallback) {
+  for (int i = 1; i + 1 < argc; ++i)
+    if (std::strcmp(argv[i], name) == 0) return argv[i + 1];
+  return fallback;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) try {
+  ::setenv("NCCL_NVLS_ENABLE", "0", 0);
+  const auto port = static_cast<std::uint16_t>(std::stoul(arg(argc, argv, "--port", "0")));
+  const std::uint64_t stall_at = std::stoull(arg(argc, argv, "--stall-at", "0"));
+  const int device = std::stoi(arg(argc, argv, "--device", "0"));
+  ss::cuda::throw_on_cuda_error(cudaSetDevice(device), "cudaSetDevice");
+  ss::asio_tcp_options opt;
+  opt.key = ss::load_key_file(arg(argc, argv, "--key-file", ""));
+  ss::nccl_link_options lo;
+  lo.device = device;
+  lo.timeout = std::chrono::milliseconds(std::stoll(arg(argc, argv, "--timeout-ms", "2000")));
+  const auto layout = sparsesync_test::test_layout();
+  sparsesync_test::device_model weights(layout);
+  std::vector<void*> ptrs(layout.size());
+  ss::cuda::throw_on_cuda_error(cudaMemcpy(ptrs.data(), weights.pointers(), ptrs.size() * sizeof(void*), cudaMemcpyDeviceToHost), "pointers");
+  std::vector<ss::tensor_view> views;
+  for (std::size_t t = 0; t < layout.size(); ++t) views.push_back({ptrs[t], layout[t].numel(), layout[t].dtype});
+  auto link = tcp_nccl_link::connect_receiver(ss::connect_retrying("127.0.0.1", port, opt), lo);
+  ss::sync::receiver<stalling_link, ss::sync::device_sink> rx(
+      layout, ss::sync::device_sink(ss::cuda::compiled_device_applier_backend(layout, views, {})), stalling_link(std::move(link), stall_at));
+  while (auto v = rx.next()) {
+    std::printf("applied %llu %s %016llx\n", static_cast<unsigned long long>(v->version), v->full ? "full" : "patch",
+                static_cast<unsigned long long>(v->checksum));
+    std::fflush(stdout);
+  }
+  return 0;
+} catch (const std::exception& e) {
+  std::fprintf(stderr, "engine_nccl_worker: %s\n", e.what());
+  return 1;
+}

@@ -1,0 +1,348 @@
+// nccl_link<Control>: the sync engine's link between a trainer GPU and one worker GPU. The protocol's host
+// messages travel on `Control` (asio_tcp with a key, ucx, inproc: any transport, which also authenticates the
+// NCCL bootstrap), and bucket frames travel GPU to GPU with ncclSend / ncclRecv on a communicator of these two
+// ranks alone. A `device_link` (device_link.hpp).
+//
+// Why one communicator per trainer-worker pair rather than one broadcast communicator for all: NCCL operations of
+// one communicator run in order, so a worker that dies or stalls inside a collective stalls every rank behind it.
+// With a pair communicator a dead worker holds only its own; each link aborts it after `timeout` without progress
+// (ncclCommAbort of a non-blocking communicator), and the trainer's other links never notice. Sparse versions
+// are a few hundred MB at most, so sending them once per worker costs little NVLink time next to the encode; the
+// dense NCCL broadcast stays the baseline we measure against (bench/gpu/engine_nccl_bench.cpp).
+//
+// Never-hang argument (docs/PROTOCOL.md, "Timeouts"): every device transfer is enqueued on the link's own stream;
+// the engine's streams wait on nothing of it (receive_device returns only once its frame has arrived, and the
+// sender's frames are released only once the host saw them leave). A receive polls its own deadline; a watchdog
+// thread polls the sends and aborts the communicator when the oldest has made no progress for `timeout`.
+#pragma once
+
+#include <sparsesync/transport/device_link.hpp>
+#include <sparsesync/transport/nccl.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+SPARSESYNC_NS_BEGIN
+
+struct nccl_link_options {
+  int device = -1;                            // CUDA device of this end (-1: the current one)
+  std::chrono::milliseconds timeout{10000};   // setup, and a transfer without progress for this long, abort the link
+  nccl_comm_options comm{8, 0};               // a few CTAs carry sparse frames; the rest of the GPU encodes and applies
+};
+
+template <transport Control>
+class nccl_link {
+  using clock = std::chrono::steady_clock;
+
+ public:
+  using transport_concept = transport_tag;
+  using device_link_concept = device_link_tag;
+
+  // The trainer's end (rank 0) and the worker's end (rank 1) of a connected, authenticated control link: both ends
+  // call at the same time (the communicator is made by both); either throws transport_error after `timeout`.
+  static nccl_link connect_sender(Control control, const nccl_link_options& opt = {}) { return connect(std::move(control), true, opt); }
+  static nccl_link connect_receiver(Control control, const nccl_link_options& opt = {}) { return connect(std::move(control), false, opt); }
+
+  nccl_link(nccl_link&&) noexcept = default;
+  nccl_link& operator=(nccl_link&&) noexcept = default;
+  nccl_link(const nccl_link&) = delete;
+  nccl_link& operator=(const nccl_link&) = delete;
+  ~nccl_link() = default;
+
+  // The transport: the protocol's host messages, on the control link.
+  void send(std::span<const std::byte> m) { s_->control.send(m); }
+  bool receive(std::vector<std::byte>& m) { return s_->control.receive(m); }
+  void close() noexcept { s_->control.close(); }
+  [[nodiscard]] std::size_t max_frame_size() const noexcept { return s_->control.max_frame_size(); }
+
+  void send_device(const device_frame& f) { s_->send(f); }
+  void receive_device(void* dst, std::size_t bytes, void* after_stream, std::span<unsigned char> head) {
+    s_->receive(dst, bytes, static_cast<cudaStream_t>(after_stream), head);
+  }
+  void abort() noexcept { s_->abort("aborted by its owner"); }
+
+  [[nodiscard]] bool aborted() const {
+    std::lock_guard lock(s_->mutex);
+    return s_->aborted;
+  }
+  [[nodiscard]] Control& control() { return s_->control; }
+
+ private:
+  // Makes `device` current for a scope: the link's calls come on the engine's threads, whose device is theirs.
+  struct on_device {
+    explicit on_device(int d) {
+      cudaGetDevice(&previous);
+      if (previous != d) cudaSetDevice(d);
+      else previous = -1;
+    }
+    on_device(const on_device&) = delete;
+    on_device& operator=(const on_device&) = delete;
+    ~on_device() {
+      if (previous >= 0) cudaSetDevice(previous);
+    }
+    int previous = -1;
+  };
+
+  struct state {
+    state(Control c, const nccl_link_options& o) : control(std::move(c)), opt(o) {}
+    state(const state&) = delete;
+    state& operator=(const state&) = delete;
+
+    ~state() {
+      {
+        std::lock_guard lock(mutex);
+        stopping = true;
+      }
+      cv.notify_all();
+      if (watchdog.joinable()) watchdog.join();
+      if (device < 0) return;
+      on_device guard(device);
+      // Abort, not destroy: it never waits for the peer, and frames still on their way when the link goes are
+      // cancelled (the peer may be gone).
+      if (comm) ncclCommAbort(comm);
+      comm = nullptr;
+      if (stream) cudaStreamSynchronize(stream);  // the aborted kernels have left
+      for (auto& s : sends) cudaEventDestroy(s.done);
+      sends.clear();
+      for (auto e : spare_events) cudaEventDestroy(e);
+      if (after_event) cudaEventDestroy(after_event);
+      if (recv_done) cudaEventDestroy(recv_done);
+      if (head) cudaFreeHost(head);
+      if (stream) cudaStreamDestroy(stream);
+    }
+
+    // Makes the pair communicator (non-blocking, so that a peer that never joins costs `timeout`, not forever).
+    void init(const nccl_bootstrap& b) {
+      if (opt.device < 0) detail::check_cuda(cudaGetDevice(&opt.device), "cudaGetDevice");
+      on_device guard(opt.device);
+      device = opt.device;
+      peer = 1 - b.rank;
+      detail::check_cuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
+      detail::check_cuda(cudaEventCreateWithFlags(&after_event, cudaEventDisableTiming), "cudaEventCreate");
+      detail::check_cuda(cudaEventCreateWithFlags(&recv_done, cudaEventDisableTiming), "cudaEventCreate");
+      detail::check_cuda(cudaMallocHost(reinterpret_cast<void**>(&head), max_device_frame_head), "cudaMallocHost");
+      if (opt.comm.max_ctas < 0 || opt.comm.min_ctas < 0 || (opt.comm.max_ctas && opt.comm.min_ctas > opt.comm.max_ctas))
+        throw transport_error(transport_errc::invalid_argument, "nccl_link: CTA limits must be >= 0 and min_ctas <= max_ctas");
+      ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+      config.blocking = 0;
+      if (opt.comm.max_ctas) config.maxCTAs = opt.comm.max_ctas;
+      if (opt.comm.min_ctas) config.minCTAs = opt.comm.min_ctas;
+      std::lock_guard lock(mutex);
+      const ncclResult_t r = ncclCommInitRankConfig(&comm, 2, b.id, b.rank, &config);
+      if (r != ncclSuccess && r != ncclInProgress) {
+        comm = nullptr;
+        detail::check_nccl(r, "ncclCommInitRankConfig");
+      }
+      settle_locked("the NCCL communicator of the pair (did the peer join?)");
+    }
+
+    // Waits for the non-blocking communicator's last call to finish, up to the timeout; aborts and throws on error.
+    void settle_locked(const char* what) {
+      const auto deadline = clock::now() + opt.timeout;
+      for (;;) {
+        ncclResult_t async = ncclSuccess;
+        ncclCommGetAsyncError(comm, &async);
+        if (async == ncclSuccess) return;
+        if (async != ncclInProgress) {
+          abort_locked(std::string("NCCL error: ") + ncclGetErrorString(async));
+          throw transport_error(transport_errc::backend, std::string("nccl_link: ") + what + ": " + ncclGetErrorString(async));
+        }
+        if (clock::now() > deadline) {
+          abort_locked("timed out");
+          throw transport_error(transport_errc::timed_out, std::string("nccl_link: ") + what + ": no answer within " +
+                                                               std::to_string(opt.timeout.count()) + " ms");
+        }
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
+      }
+    }
+
+    void throw_if_aborted_locked() const {
+      if (aborted) throw transport_error(transport_errc::connection_closed, "nccl_link: the device path was aborted (" + why + ")");
+    }
+
+    void send(const device_frame& f) {
+      if (f.bytes == 0) return;
+      std::lock_guard lock(mutex);
+      throw_if_aborted_locked();
+      on_device guard(device);
+      reap_locked();
+      if (f.ready) detail::check_cuda(cudaStreamWaitEvent(stream, static_cast<cudaEvent_t>(f.ready), 0), "cudaStreamWaitEvent");
+      const ncclResult_t r = ncclSend(f.data, f.bytes, ncclUint8, peer, comm, stream);
+      if (r != ncclSuccess && r != ncclInProgress) {
+        abort_locked(std::string("ncclSend: ") + ncclGetErrorString(r));
+        detail::check_nccl(r, "ncclSend");
+      }
+      if (r == ncclInProgress) settle_locked("ncclSend");
+      cudaEvent_t done = take_event_locked();
+      detail::check_cuda(cudaEventRecord(done, stream), "cudaEventRecord");
+      if (sends.empty()) progress = clock::now();
+      sends.push_back({done, f.owner});
+      if (!watchdog.joinable()) watchdog = std::thread([this] { watch(); });
+      cv.notify_all();
+    }
+
+    void receive(void* dst, std::size_t bytes, cudaStream_t after, std::span<unsigned char> out_head) {
+      if (out_head.size() > max_device_frame_head || out_head.size() > bytes)
+        throw transport_error(transport_errc::invalid_argument, "nccl_link: the head to copy exceeds the frame or 256 bytes");
+      {
+        std::lock_guard lock(mutex);
+        throw_if_aborted_locked();
+        on_device guard(device);
+        if (after) {
+          detail::check_cuda(cudaEventRecord(after_event, after), "cudaEventRecord");
+          detail::check_cuda(cudaStreamWaitEvent(stream, after_event, 0), "cudaStreamWaitEvent");
+        }
+        const ncclResult_t r = ncclRecv(dst, bytes, ncclUint8, peer, comm, stream);
+        if (r != ncclSuccess && r != ncclInProgress) {
+          abort_locked(std::string("ncclRecv: ") + ncclGetErrorString(r));
+          detail::check_nccl(r, "ncclRecv");
+        }
+        if (r == ncclInProgress) settle_locked("ncclRecv");
+        if (!out_head.empty())
+          detail::check_cuda(cudaMemcpyAsync(head, dst, out_head.size(), cudaMemcpyDeviceToHost, stream), "copy frame head");
+        detail::check_cuda(cudaEventRecord(recv_done, stream), "cudaEventRecord");
+      }
+      // Spins briefly (a frame of a version in flight is usually microseconds away), then polls.
+      const auto start = clock::now();
+      for (int i = 0;; ++i) {
+        const cudaError_t q = cudaEventQuery(recv_done);
+        if (q == cudaSuccess) break;
+        if (q != cudaErrorNotReady) {
+          abort(std::string("CUDA error: ") + cudaGetErrorString(q));
+          throw transport_error(transport_errc::backend, std::string("nccl_link: receive: ") + cudaGetErrorString(q));
+        }
+        if (i % 64 == 63) {
+          std::lock_guard lock(mutex);
+          throw_if_aborted_locked();
+          ncclResult_t async = ncclSuccess;
+          ncclCommGetAsyncError(comm, &async);
+          if (async != ncclSuccess && async != ncclInProgress) {
+            abort_locked(std::string("NCCL error: ") + ncclGetErrorString(async));
+            throw transport_error(transport_errc::backend, std::string("nccl_link: receive: ") + ncclGetErrorString(async));
+          }
+          if (clock::now() - start > opt.timeout) {
+            abort_locked("a device frame did not arrive within the timeout");
+            throw transport_error(transport_errc::timed_out, "nccl_link: no device frame of " + std::to_string(bytes) + " bytes within " +
+                                                                 std::to_string(opt.timeout.count()) + " ms; the link was aborted");
+          }
+        }
+        if (i < 4096) std::this_thread::yield();
+        else std::this_thread::sleep_for(std::chrono::microseconds(20));
+      }
+      if (!out_head.empty()) std::memcpy(out_head.data(), head, out_head.size());
+    }
+
+    void abort(const std::string& reason) noexcept {
+      std::lock_guard lock(mutex);
+      abort_locked(reason);
+    }
+
+    void abort_locked(const std::string& reason) noexcept {
+      if (aborted) return;
+      aborted = true;
+      why = reason;
+      if (comm) {
+        on_device guard(device);
+        ncclCommAbort(comm);  // the kernels of transfers in flight exit; the link's stream drains
+        comm = nullptr;
+      }
+      cv.notify_all();
+    }
+
+    // Drops the frames that have left (their owners may free them now); true if any did.
+    bool reap_locked() {
+      bool any = false;
+      while (!sends.empty() && cudaEventQuery(sends.front().done) == cudaSuccess) {
+        spare_events.push_back(sends.front().done);
+        sends.pop_front();
+        progress = clock::now();
+        any = true;
+      }
+      return any;
+    }
+
+    cudaEvent_t take_event_locked() {
+      if (!spare_events.empty()) {
+        cudaEvent_t e = spare_events.back();
+        spare_events.pop_back();
+        return e;
+      }
+      cudaEvent_t e{};
+      detail::check_cuda(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate");
+      return e;
+    }
+
+    // The watchdog: a send whose frame has not left `timeout` after the one before it did aborts the link.
+    void watch() {
+      std::unique_lock lock(mutex);
+      cudaSetDevice(device);
+      while (!stopping) {
+        reap_locked();
+        if (sends.empty() || aborted) {
+          if (aborted && !sends.empty()) {
+            // After the abort the stream drains; frames are released as their events pass.
+            cv.wait_for(lock, std::chrono::milliseconds(5));
+            continue;
+          }
+          cv.wait(lock);
+          continue;
+        }
+        if (clock::now() - progress > opt.timeout) {
+          abort_locked("a device frame did not leave within the timeout (the peer stopped receiving)");
+          continue;
+        }
+        cv.wait_for(lock, std::chrono::milliseconds(1));
+      }
+    }
+
+    struct in_flight {
+      cudaEvent_t done;
+      std::shared_ptr<const void> owner;
+    };
+
+    Control control;
+    nccl_link_options opt;
+    int device = -1, peer = 1;
+    ncclComm_t comm = nullptr;
+    cudaStream_t stream = nullptr;
+    cudaEvent_t after_event{}, recv_done{};
+    unsigned char* head = nullptr;  // pinned: the frame's head comes down with its receive
+
+    mutable std::mutex mutex;  // comm, sends, aborted
+    std::condition_variable cv;
+    std::deque<in_flight> sends;
+    std::vector<cudaEvent_t> spare_events;
+    clock::time_point progress{};
+    bool aborted = false, stopping = false;
+    std::string why;
+    std::thread watchdog;
+  };
+
+  explicit nccl_link(std::unique_ptr<state> s) : s_(std::move(s)) {}
+
+  static nccl_link connect(Control control, bool sender, const nccl_link_options& opt) {
+    auto s = std::make_unique<state>(std::move(control), opt);
+    nccl_bootstrap b;
+    if (sender) {
+      Control* peers[] = {&s->control};
+      b = share_unique_id<Control>(std::span<Control* const>(peers));
+    } else {
+      b = receive_unique_id(s->control);
+      if (b.nranks != 2 || b.rank != 1)
+        throw transport_error(transport_errc::protocol, "nccl_link: the peer offered rank " + std::to_string(b.rank) + " of " +
+                                                            std::to_string(b.nranks) + ", not a pair communicator");
+    }
+    s->init(b);
+    return nccl_link(std::move(s));
+  }
+
+  std::unique_ptr<state> s_;
+};
+
+SPARSESYNC_NS_END
