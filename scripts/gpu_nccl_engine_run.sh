@@ -5,7 +5,8 @@
 # ncclBroadcast of the same run). Logs and JSON lines go to OUT_DIR; the records under bench/results/ are copies.
 #   scripts/gpu_nccl_engine_run.sh OUT_DIR [MACHINE_DESCRIPTION]
 #   env: XXHASH_INCLUDE (a folder holding xxhash.h, when the system has none), GPU_TEST_BUILD (default
-#        /tmp/sparsesync-nccl), BENCH_ARGS (engine_nccl_bench arguments, default "--versions 5"), SKIP_BENCH=1
+#        /tmp/sparsesync-nccl), BENCH_ARGS (engine_nccl_bench arguments, default "--versions 5"), SKIP_BENCH=1,
+#        SKIP_SINGLE=1 (not the single-GPU test), TARGETS (what to build, default: all of the above)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:?usage: gpu_nccl_engine_run.sh OUT_DIR [MACHINE]}
@@ -15,7 +16,7 @@ export NCCL_NVLS_ENABLE=0  # NVLink multicast stays off on shared hosts
 mkdir -p "$out"
 extra=()
 [[ -n ${XXHASH_INCLUDE:-} ]] && extra+=("-DSPARSESYNC_XXHASH_INCLUDE_DIR=$XXHASH_INCLUDE")
-targets=(engine_gpu_tests engine_nccl_gpu_tests engine_nccl_kill_gpu_tests engine_nccl_worker engine_nccl_bench)
+targets=(${TARGETS:-engine_gpu_tests engine_nccl_gpu_tests engine_nccl_kill_gpu_tests engine_nccl_worker engine_nccl_bench})
 {
   cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DSPARSESYNC_BUILD_BENCH=ON -DSPARSESYNC_BUILD_TOOLS=OFF \
     -DCMAKE_CUDA_ARCHITECTURES=90 "${extra[@]}" &&
@@ -31,19 +32,21 @@ rc=0
   nvidia-smi topo -m 2>/dev/null | sed 's/^/#   /'
   echo "# NCCL_NVLS_ENABLE=$NCCL_NVLS_ENABLE"
   echo
+  if [[ ${SKIP_SINGLE:-0} != 1 ]]; then
   echo "===== engine_gpu_tests (one GPU: device_source / device_sink over a host transport) ====="
-  "$build/tests/cuda/engine_gpu_tests" --duration=true || rc=1
+  timeout 300 "$build/tests/cuda/engine_gpu_tests" --duration=true || rc=1
   echo
+  fi
   echo "===== engine_nccl_gpu_tests (nccl_link pair communicators, trainer GPU 0, workers on the last GPU) ====="
-  "$build/tests/cuda/engine_nccl_gpu_tests" --duration=true -s || rc=1
+  timeout 300 "$build/tests/cuda/engine_nccl_gpu_tests" --duration=true || rc=1
   echo
   echo "===== engine_nccl_kill_gpu_tests (worker processes over TCP + NCCL: killed, restarted, hung) ====="
-  "$build/tests/cuda/engine_nccl_kill_gpu_tests" --duration=true -s || rc=1
+  timeout 300 "$build/tests/cuda/engine_nccl_kill_gpu_tests" --duration=true -s || rc=1
   echo
 } > "$out/engine_nccl_tests.log" 2>&1
 if [[ ${SKIP_BENCH:-0} != 1 ]]; then
   # shellcheck disable=SC2086  # the arguments are a word list
-  "$build/bench/gpu/engine_nccl_bench" ${BENCH_ARGS:---versions 5} --json "$out/engine_nccl_bench.jsonl" > "$out/engine_nccl_bench.log" 2>&1 || rc=1
+  timeout 400 "$build/bench/gpu/engine_nccl_bench" ${BENCH_ARGS:---versions 5} --json "$out/engine_nccl_bench.jsonl" > "$out/engine_nccl_bench.log" 2>&1 || rc=1
 fi
 grep -E "test cases|Status|FAILED|ERROR" "$out/engine_nccl_tests.log" | tail -20
 tail -n 8 "$out/engine_nccl_bench.log" 2>/dev/null

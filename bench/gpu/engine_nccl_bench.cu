@@ -8,7 +8,7 @@
 // backends come compiled from sparsesync::cuda_engine (this file compiles only the model generator's kernels).
 //
 //   engine_nccl_bench [--layers N (28)] [--density D (0.01)] [--versions V (5)] [--workers W (all other GPUs)]
-//                     [--commit atomic|streamed|both] [--json FILE]
+//                     [--commit atomic|streamed|both] [--bucket-mb M (64)] [--json FILE]
 #include <sparsesync/cuda/sync/device_engine_compiled.hpp>
 #include <sparsesync/sync/receiver.hpp>
 #include <sparsesync/sync/sender.hpp>
@@ -22,6 +22,7 @@
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <utility>
 
 using namespace sparsesync;
 namespace sc = sparsesync::cuda;
@@ -29,7 +30,46 @@ namespace sc = sparsesync::cuda;
 namespace {
 
 using namespace bench_gpu;
-using link_t = nccl_link<inproc_transport>;
+using nccl_t = nccl_link<inproc_transport>;
+
+// An nccl_link that adds up where its owner's thread waited: for the next control message, in the device calls.
+class timed_link {
+ public:
+  using transport_concept = transport_tag;
+  using device_link_concept = device_link_tag;
+  explicit timed_link(nccl_t inner, std::shared_ptr<double> send_device_ms = nullptr)
+      : inner_(std::move(inner)), send_device_ms_(std::move(send_device_ms)) {}
+  void send(std::span<const std::byte> m) { inner_.send(m); }
+  bool receive(std::vector<std::byte>& m) {
+    const auto t = std::chrono::steady_clock::now();
+    const bool r = inner_.receive(m);
+    control_ms += ms_since(t);
+    return r;
+  }
+  void close() noexcept { inner_.close(); }
+  [[nodiscard]] std::size_t max_frame_size() const noexcept { return inner_.max_frame_size(); }
+  void send_device(const device_frame& f) {
+    const auto t = std::chrono::steady_clock::now();
+    inner_.send_device(f);
+    if (send_device_ms_) *send_device_ms_ += ms_since(t);
+  }
+  void receive_device(void* dst, std::size_t bytes, void* after, std::span<unsigned char> head) {
+    const auto t = std::chrono::steady_clock::now();
+    inner_.receive_device(dst, bytes, after, head);
+    device_ms += ms_since(t);
+    ++frames;
+  }
+  void abort() noexcept { inner_.abort(); }
+  [[nodiscard]] nccl_link_stats stats() const { return inner_.stats(); }
+  // Read between versions (the owner's thread is then idle in receive(); a torn double is harmless here).
+  double control_ms = 0, device_ms = 0;
+  std::uint64_t frames = 0;
+
+ private:
+  nccl_t inner_;
+  std::shared_ptr<double> send_device_ms_;  // the trainer's session thread, in send_device (read between versions)
+};
+using link_t = timed_link;
 
 struct options {
   std::uint64_t layers = 28;
@@ -37,6 +77,7 @@ struct options {
   int versions = 5;
   int workers = 0;
   std::string commit = "both";
+  std::uint64_t bucket_mb = 64;
   std::string json;
 };
 
@@ -119,18 +160,19 @@ void run_engine(const model_layout& layout, const options& o, sc::frame_commit_m
     dso.stream = stream;
     dso.expected_density = o.density * 1.5;
     dso.frames_on_device = true;
-    sender_t tx(layout, so, fixed_bytes{}, sync::device_source<rice>(sc::compiled_device_encoder_backend(dso)));
+    sender_t tx(layout, so, fixed_bytes{o.bucket_mb << 20}, sync::device_source<rice>(sc::compiled_device_encoder_backend(dso)));
     std::vector<std::unique_ptr<receiver_t>> rx(nw);
+    auto send_ms = std::make_shared<double>(0.0);  // worker 0's session
     for (int i = 0; i < nw; ++i) {
       auto [a, b] = make_inproc_pair();
       nccl_link_options wo;
       wo.device = i + 1;
       wo.timeout = std::chrono::seconds(60);
-      auto worker_end = std::async(std::launch::async, [b = std::move(b), wo]() mutable { return link_t::connect_receiver(std::move(b), wo); });
+      auto worker_end = std::async(std::launch::async, [b = std::move(b), wo]() mutable { return link_t(nccl_t::connect_receiver(std::move(b), wo)); });
       nccl_link_options to;
       to.device = 0;
       to.timeout = std::chrono::seconds(60);
-      tx.add_receiver(link_t::connect_sender(std::move(a), to));
+      tx.add_receiver(link_t(nccl_t::connect_sender(std::move(a), to), i == 0 ? send_ms : nullptr));
       CK(cudaSetDevice(i + 1));
       rx[i] = std::make_unique<receiver_t>(layout, sync::device_sink(sc::compiled_device_applier_backend(layout, workers[i]->views, {wstreams[i], mode})),
                                            worker_end.get());
@@ -176,18 +218,33 @@ void run_engine(const model_layout& layout, const options& o, sc::frame_commit_m
       const double ms = ms_since(t);
       if (r.acknowledged != static_cast<std::size_t>(nw)) throw std::runtime_error("not every worker acknowledged version " + std::to_string(v));
       const double worker_s = slowest_worker(v);
+      double control_ms = 0, device_ms = 0;  // worker 0's waits during this version
+      std::uint64_t frames = 0;
+      {
+        auto& l = rx[0]->link();
+        control_ms = l.control_ms;
+        device_ms = l.device_ms;
+        frames = l.frames;
+        l.control_ms = l.device_ms = 0;
+        l.frames = 0;
+      }
+      const double session_send_ms = std::exchange(*send_ms, 0.0);
+      const auto link_stats = rx[0]->link().stats();
       for (int i = 0; i < nw; ++i)
         if (const auto d = differences(trainer, *workers[i], i + 1, scratch); d != 0)
           throw std::runtime_error("worker " + std::to_string(i) + " differs from the trainer in " + std::to_string(d) + " elements");
-      char line[768];
+      char line[1024];
       std::snprintf(line, sizeof line,
                     "\"row\":\"engine_nccl_version\",\"commit\":\"%s\",\"workers\":%d,\"version\":%d,\"full\":%s,\"changed\":%llu,"
                     "\"payload_bytes\":%llu,\"version_ms\":%.3f,\"encode_ms\":%.3f,\"snapshot_ms\":%.3f,\"gpu_wait_ms\":%.3f,"
-                    "\"frame_copy_ms\":%.3f,\"hand_off_ms\":%.3f,\"launch_ms\":%.3f,\"slowest_worker_ms\":%.3f,\"bit_identical\":true",
+                    "\"frame_copy_ms\":%.3f,\"hand_off_ms\":%.3f,\"launch_ms\":%.3f,\"slowest_worker_ms\":%.3f,\"worker0_frames\":%llu,"
+                    "\"worker0_control_wait_ms\":%.3f,\"worker0_device_receive_ms\":%.3f,\"session0_send_device_ms\":%.3f,"
+                    "\"worker0_deferred_nccl_calls\":%llu,\"bit_identical\":true",
                     mode_name, nw, v, v == 1 ? "true" : "false", static_cast<unsigned long long>(r.changed),
                     static_cast<unsigned long long>(r.payload_bytes), ms, r.encode_seconds * 1e3, r.snapshot_seconds * 1e3,
                     r.source.gpu_wait_seconds * 1e3, r.source.download_seconds * 1e3, r.source.hand_off_seconds * 1e3,
-                    r.source.launch_seconds * 1e3, worker_s * 1e3);
+                    r.source.launch_seconds * 1e3, worker_s * 1e3, static_cast<unsigned long long>(frames), control_ms, device_ms, session_send_ms,
+                    static_cast<unsigned long long>(link_stats.deferred_calls));
       emit(line);
       if (v > 1) {
         version_ms.push_back(ms);
@@ -201,7 +258,7 @@ void run_engine(const model_layout& layout, const options& o, sc::frame_commit_m
     std::size_t free1 = 0;
     CK(cudaMemGetInfo(&free1, &total));
     const auto tm = tx.source().memory();
-    char line[768];
+    char line[1024];
     std::snprintf(line, sizeof line,
                   "\"row\":\"engine_nccl_summary\",\"commit\":\"%s\",\"workers\":%d,\"density\":%.4f,\"versions\":%d,\"median_version_ms\":%.3f,"
                   "\"median_encode_ms\":%.3f,\"median_snapshot_advance_ms\":%.3f,\"median_slowest_worker_ms\":%.3f,\"bits_per_change\":%.3f,"
@@ -234,9 +291,10 @@ int main(int argc, char** argv) {
     else if (a == "--versions") o.versions = std::stoi(next());
     else if (a == "--workers") o.workers = std::stoi(next());
     else if (a == "--commit") o.commit = next();
+    else if (a == "--bucket-mb") o.bucket_mb = std::stoull(next());
     else if (a == "--json") o.json = next();
     else {
-      std::fprintf(stderr, "usage: engine_nccl_bench [--layers N] [--density D] [--versions V] [--workers W] [--commit atomic|streamed|both] [--json FILE]\n");
+      std::fprintf(stderr, "usage: engine_nccl_bench [--layers N] [--density D] [--versions V] [--workers W] [--commit atomic|streamed|both] [--bucket-mb M] [--json FILE]\n");
       return 2;
     }
   }
@@ -252,8 +310,9 @@ int main(int argc, char** argv) {
   if (!o.json.empty()) g_json = std::fopen(o.json.c_str(), "w");
   const auto layout = qwen7b_layout(o.layers);
   char line[256];
-  std::snprintf(line, sizeof line, "\"row\":\"setup\",\"layers\":%llu,\"tensors\":%zu,\"numel\":%llu,\"gpus\":%d,\"workers\":%d",
-                static_cast<unsigned long long>(o.layers), layout.size(), static_cast<unsigned long long>(layout.numel()), n, o.workers);
+  std::snprintf(line, sizeof line, "\"row\":\"setup\",\"layers\":%llu,\"tensors\":%zu,\"numel\":%llu,\"gpus\":%d,\"workers\":%d,\"bucket_mb\":%llu",
+                static_cast<unsigned long long>(o.layers), layout.size(), static_cast<unsigned long long>(layout.numel()), n, o.workers,
+                static_cast<unsigned long long>(o.bucket_mb));
   emit(line);
   try {
     CK(cudaSetDevice(0));

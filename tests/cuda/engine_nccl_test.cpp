@@ -135,10 +135,11 @@ struct pair_ends {
   counting_link worker_end;
   std::shared_ptr<nccl_link<inproc_transport>> watch;
 };
+// The worker's end waits 3x longer than the trainer's (nccl_link.hpp says why).
 pair_ends connect_pair(std::chrono::milliseconds timeout = 10s, std::shared_ptr<std::atomic<long>> flip = nullptr) {
   auto [a, b] = make_inproc_pair();
   auto worker_end = std::async(std::launch::async, [b = std::move(b), timeout]() mutable {
-    return nccl_link<inproc_transport>::connect_receiver(std::move(b), link_options(worker_gpu, timeout));
+    return nccl_link<inproc_transport>::connect_receiver(std::move(b), link_options(worker_gpu, 3 * timeout));
   });
   auto trainer_end = std::make_shared<nccl_link<inproc_transport>>(
       nccl_link<inproc_transport>::connect_sender(std::move(a), link_options(trainer_gpu, timeout)));
@@ -179,12 +180,12 @@ struct worker {
 
 // The trainer's weights on GPU 0 and their host twin (the reference every worker must equal).
 struct trainer_weights {
-  model_layout layout = sparsesync_test::test_layout();
+  model_layout layout;
   std::vector<std::uint16_t> host = sparsesync_test::random_weights(layout.numel());
   std::mt19937_64 rng{11};
   std::unique_ptr<device_model> gpu;
   std::vector<const_tensor_view> views;
-  trainer_weights() {
+  explicit trainer_weights(model_layout l = sparsesync_test::test_layout()) : layout(std::move(l)) {
     set_device on(trainer_gpu);
     gpu = std::make_unique<device_model>(layout);
     gpu->upload(host);
@@ -194,6 +195,12 @@ struct trainer_weights {
   void step() {
     set_device on(trainer_gpu);
     sparsesync_test::step(host, rng);
+    gpu->upload(host);
+  }
+  // Every element changes (a version as large as the model, far beyond what NCCL buffers for a peer).
+  void scramble() {
+    set_device on(trainer_gpu);
+    for (auto& x : host) x ^= 0x7f7f;
     gpu->upload(host);
   }
 };
@@ -352,7 +359,7 @@ TEST_CASE("over NCCL: a late worker gets one full transfer, a restarted one with
     first_w = std::make_unique<device_model>(w.layout);
     late_w = std::make_unique<device_model>(w.layout);
   }
-  worker<gpu_receiver> first, late;
+  worker<gpu_receiver> first;
   {
     auto [t, r, watch] = connect_pair();
     tx->add_receiver(std::move(t));
@@ -363,55 +370,66 @@ TEST_CASE("over NCCL: a late worker gets one full transfer, a restarted one with
     if (v > 1) w.step();
     CHECK(tx->publish(v, w.views).acknowledged == 1);
   }
+  // The late worker is driven from this thread, so that it can "die" between versions and come back.
+  std::unique_ptr<gpu_receiver> late;
   {
     auto [t, r, watch] = connect_pair();
     tx->add_receiver(std::move(t));
-    late.rx = make_gpu_receiver(w.layout, *late_w, std::move(r), sc::frame_commit_mode::streamed);
+    late = make_gpu_receiver(w.layout, *late_w, std::move(r), sc::frame_commit_mode::streamed);
   }
-  late.start();
-  REQUIRE(tx->wait_for_receivers(2, 30s));
+  const auto next = [](gpu_receiver& rx) {
+    set_device on(worker_gpu);
+    return rx.next();
+  };
+  const auto caught_up = next(*late);  // the full transfer of version 3, encoded on the trainer's GPU
+  REQUIRE(caught_up);
+  CHECK(caught_up->full);
+  CHECK(caught_up->version == 3);
   CHECK(download_on(worker_gpu, *late_w) == w.host);
   w.step();
-  CHECK(tx->publish(4, w.views).acknowledged == 2);
+  {
+    auto pub = std::async(std::launch::async, [&] { return tx->publish(4, w.views); });
+    const auto v4 = next(*late);
+    REQUIRE(v4);
+    CHECK_FALSE(v4->full);
+    CHECK(pub.get().acknowledged == 2);
+  }
   CHECK(download_on(worker_gpu, *late_w) == w.host);
 
-  // The late worker "restarts": it closes its link (its session ends), a new process would restore the weights
-  // it held. Its old thread returns once the sender let go of the session (at the next add_receiver).
-  late.rx->close();
-  for (int i = 0; i < 500; ++i) {
-    bool gone = false;
-    for (const auto& s : tx->receivers()) gone = gone || !s.connected;
-    if (gone) break;
-    std::this_thread::sleep_for(10ms);
-  }
-  worker<gpu_receiver> restarted;
+  // It "restarts": its receiver and link go (the trainer's session ends at its next send), and a new one comes
+  // with the weights it held (a new process would restore them from disk).
+  late.reset();
   {
     auto [t, r, watch] = connect_pair();
     tx->add_receiver(std::move(t));
     sync::receiver_options ro;
     ro.has_version = true;
     ro.version = 4;
-    restarted.rx = make_gpu_receiver(w.layout, *late_w, std::move(r), sc::frame_commit_mode::atomic, ro);
+    late = make_gpu_receiver(w.layout, *late_w, std::move(r), sc::frame_commit_mode::atomic, ro);
   }
-  restarted.start();
-  late.thread.join();
-  REQUIRE(tx->wait_for_receivers(2, 30s));
   for (std::uint64_t v = 5; v <= 6; ++v) {
     w.step();
-    CHECK(tx->publish(v, w.views).acknowledged == 2);
+    auto pub = std::async(std::launch::async, [&] { return tx->publish(v, w.views); });
+    const auto got = next(*late);
+    REQUIRE(got);
+    CHECK_FALSE(got->full);  // patches only: the restored version was vouched for by its checksum
+    CHECK(got->version == v);
+    CHECK(pub.get().acknowledged == 2);
     CHECK(download_on(worker_gpu, *late_w) == w.host);
   }
-  std::uint64_t fulls = 0;
-  for (const auto& s : tx->receivers())
-    if (s.connected) fulls += s.full_transfers;
-  CHECK(fulls == 0);  // the late worker's one full transfer came while it joined (counted in its gone session)
-  CHECK(late.fulls == 1);
-  CHECK(restarted.fulls == 0);
+  const auto sessions = tx->receivers();
+  REQUIRE(!sessions.empty());
+  CHECK(sessions.back().full_transfers == 0);  // the restarted worker's session (the newest)
+  CHECK(sessions.back().version == 6);
+  CHECK(first.fulls == 1);  // version 1, the first publish
   tx->close();
+  CHECK_FALSE(next(*late));
 }
 
 TEST_CASE("over NCCL: a worker that stops receiving mid-version is not waited for; its link aborts within the timeout") {
-  trainer_weights w;
+  // 64 Mi elements, and version 3 changes all of them: 128 MB of frames, more than NCCL buffers between two peers,
+  // so the stuck worker's sends stall on the trainer's GPU (small versions would sit in NCCL's buffers).
+  trainer_weights w(model_layout({{"big", dtype::bf16, {8192, 8192}}}));
   std::unique_ptr<stream_holder> stream;
   {
     set_device on(trainer_gpu);
@@ -451,14 +469,14 @@ TEST_CASE("over NCCL: a worker that stops receiving mid-version is not waited fo
     }
     CHECK(pub.get().acknowledged == 2);
   }
-  w.step();
+  w.scramble();
   const auto t0 = std::chrono::steady_clock::now();
   const auto r3 = tx->publish(3, w.views);
   const double s3 = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   MESSAGE("version 3 with a stuck worker: publish " << s3 * 1e3 << " ms");
   CHECK(r3.acknowledged == 1);
   CHECK(r3.marked_lagging == 1);
-  CHECK(s3 < 5.0);  // the lag bound (0.5 s, or twice the good worker's time), not the stuck worker
+  CHECK(s3 < 10.0);  // the lag bound (0.5 s, or twice the good worker's time), not the stuck worker
   CHECK(download_on(worker_gpu, *good_w) == w.host);
   // No one receives the stuck worker's frames: 2 s without progress and the trainer's end of its link aborts
   // (its sends leave the GPU); the good worker goes on meanwhile.
@@ -472,14 +490,14 @@ TEST_CASE("over NCCL: a worker that stops receiving mid-version is not waited fo
   CHECK(stuck_trainer_end->aborted());
   MESSAGE("the stuck worker's link aborted " << std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() * 1e3
                                              << " ms after version 3 was published (timeout 2 s)");
-  // The stuck worker, reading again, finds its device path dead within its own timeout: an error, not a hang;
-  // its weights hold version 2 still (nothing of version 3 was written).
+  // The stuck worker, reading again, finds its device path dead within its own timeout (6 s): an error, not a
+  // hang; its weights hold version 2 still (nothing of version 3 was written).
   const auto t_read = std::chrono::steady_clock::now();
   {
     set_device on(worker_gpu);
     CHECK_THROWS(stuck->next());
   }
-  CHECK(std::chrono::steady_clock::now() - t_read < 8s);
+  CHECK(std::chrono::steady_clock::now() - t_read < 12s);
   CHECK(stuck->version() == 2);
   // Gone: its session ends, and the sender holds the good worker only.
   stuck.reset();

@@ -4,7 +4,7 @@
 // With --stall-at V it stops once the first device frame of version V is announced, prints "stalled V" and sleeps:
 // a worker that hangs mid-version with its frames in flight (the test kills it or leaves it stalled).
 //
-//   engine_nccl_worker --port P --key-file F --device D [--stall-at V] [--timeout-ms T]
+//   engine_nccl_worker --port P --key-file F --device D [--stall-at V] [--timeout-ms T (6000: 3x the trainer's 2 s)]
 #include <sparsesync/cuda/sync/device_engine_compiled.hpp>
 #include <sparsesync/sync/receiver.hpp>
 #include <sparsesync/transport/asio_tcp.hpp>
@@ -75,7 +75,7 @@ int main(int argc, char** argv) try {
   opt.key = ss::load_key_file(arg(argc, argv, "--key-file", ""));
   ss::nccl_link_options lo;
   lo.device = device;
-  lo.timeout = std::chrono::milliseconds(std::stoll(arg(argc, argv, "--timeout-ms", "2000")));
+  lo.timeout = std::chrono::milliseconds(std::stoll(arg(argc, argv, "--timeout-ms", "6000")));
   const auto layout = sparsesync_test::test_layout();
   sparsesync_test::device_model weights(layout);
   std::vector<void*> ptrs(layout.size());

@@ -45,12 +45,15 @@ class device_buffer {
   }
   ~device_buffer() { release(); }
 
-  // Makes room for `bytes` (old contents are lost when it grows).
+  // Makes room for `bytes` (old contents are lost when it grows). It grows by an eighth more than asked: scratch
+  // sized by a version's changes varies a little from version to version, and each reallocation costs a free and
+  // an allocation that the device's default pool may have to map again.
   void reserve(std::size_t bytes) {
     if (bytes <= size_) return;
     release();
-    throw_on_cuda_error(cudaMallocAsync(&p_, bytes, stream_), "cudaMallocAsync");
-    size_ = bytes;
+    const std::size_t grown = bytes + bytes / 8;
+    throw_on_cuda_error(cudaMallocAsync(&p_, grown, stream_), "cudaMallocAsync");
+    size_ = grown;
   }
   [[nodiscard]] void* data() const noexcept { return p_; }
   [[nodiscard]] std::size_t size() const noexcept { return size_; }

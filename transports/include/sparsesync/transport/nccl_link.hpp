@@ -12,8 +12,16 @@
 //
 // Never-hang argument (docs/PROTOCOL.md, "Timeouts"): every device transfer is enqueued on the link's own stream;
 // the engine's streams wait on nothing of it (receive_device returns only once its frame has arrived, and the
-// sender's frames are released only once the host saw them leave). A receive polls its own deadline; a watchdog
-// thread polls the sends and aborts the communicator when the oldest has made no progress for `timeout`.
+// sender's frames are released only once the host saw them leave). A watchdog thread per link aborts the
+// communicator when a receive has not completed, or the oldest send has made no progress, for `timeout`; the
+// thread in receive_device sleeps on a blocking-sync event meanwhile (no polling of the driver: a spinning
+// thread would slow every other CUDA call of the process), and the abort wakes it.
+//
+// A dead worker's transfers may hold the trainer's GPU until its link aborts (NCCL kernels wait for their peer,
+// and a CUDA call that synchronizes the device waits for them: NCCL's "using multiple communicators" caveat), so
+// the trainer's other work may stall for up to the trainer's `timeout`. Give workers a longer timeout than the
+// trainer (the defaults do: 10 s and 30 s), so that a healthy worker never gives up on a trainer that is
+// waiting out another worker's death.
 #pragma once
 
 #include <sparsesync/transport/device_link.hpp>
@@ -32,8 +40,16 @@ SPARSESYNC_NS_BEGIN
 
 struct nccl_link_options {
   int device = -1;                            // CUDA device of this end (-1: the current one)
-  std::chrono::milliseconds timeout{10000};   // setup, and a transfer without progress for this long, abort the link
+  // Setup, and a transfer without progress for this long, abort the link. 0: 10 s for the trainer's end, 30 s for
+  // a worker's (longer: see above).
+  std::chrono::milliseconds timeout{0};
   nccl_comm_options comm{8, 0};               // a few CTAs carry sparse frames; the rest of the GPU encodes and applies
+};
+
+// What a link moved on its device path, and how often NCCL deferred a call (ncclInProgress: the caller then
+// waited for it to be enqueued).
+struct nccl_link_stats {
+  std::uint64_t frames_sent = 0, bytes_sent = 0, frames_received = 0, bytes_received = 0, deferred_calls = 0;
 };
 
 template <transport Control>
@@ -72,6 +88,10 @@ class nccl_link {
     return s_->aborted;
   }
   [[nodiscard]] Control& control() { return s_->control; }
+  [[nodiscard]] nccl_link_stats stats() const {
+    std::lock_guard lock(s_->mutex);
+    return s_->stats;
+  }
 
  private:
   // Makes `device` current for a scope: the link's calls come on the engine's threads, whose device is theirs.
@@ -90,7 +110,9 @@ class nccl_link {
   };
 
   struct state {
-    state(Control c, const nccl_link_options& o) : control(std::move(c)), opt(o) {}
+    state(Control c, const nccl_link_options& o, bool sender) : control(std::move(c)), opt(o) {
+      if (opt.timeout.count() <= 0) opt.timeout = sender ? std::chrono::milliseconds(10000) : std::chrono::milliseconds(30000);
+    }
     state(const state&) = delete;
     state& operator=(const state&) = delete;
 
@@ -125,7 +147,7 @@ class nccl_link {
       peer = 1 - b.rank;
       detail::check_cuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
       detail::check_cuda(cudaEventCreateWithFlags(&after_event, cudaEventDisableTiming), "cudaEventCreate");
-      detail::check_cuda(cudaEventCreateWithFlags(&recv_done, cudaEventDisableTiming), "cudaEventCreate");
+      detail::check_cuda(cudaEventCreateWithFlags(&recv_done, cudaEventDisableTiming | cudaEventBlockingSync), "cudaEventCreate");
       detail::check_cuda(cudaMallocHost(reinterpret_cast<void**>(&head), max_device_frame_head), "cudaMallocHost");
       if (opt.comm.max_ctas < 0 || opt.comm.min_ctas < 0 || (opt.comm.max_ctas && opt.comm.min_ctas > opt.comm.max_ctas))
         throw transport_error(transport_errc::invalid_argument, "nccl_link: CTA limits must be >= 0 and min_ctas <= max_ctas");
@@ -158,7 +180,7 @@ class nccl_link {
           throw transport_error(transport_errc::timed_out, std::string("nccl_link: ") + what + ": no answer within " +
                                                                std::to_string(opt.timeout.count()) + " ms");
         }
-        std::this_thread::sleep_for(std::chrono::microseconds(50));
+        std::this_thread::yield();  // an enqueue NCCL deferred is usually microseconds away
       }
     }
 
@@ -178,7 +200,12 @@ class nccl_link {
         abort_locked(std::string("ncclSend: ") + ncclGetErrorString(r));
         detail::check_nccl(r, "ncclSend");
       }
-      if (r == ncclInProgress) settle_locked("ncclSend");
+      if (r == ncclInProgress) {
+        ++stats.deferred_calls;
+        settle_locked("ncclSend");
+      }
+      ++stats.frames_sent;
+      stats.bytes_sent += f.bytes;
       cudaEvent_t done = take_event_locked();
       detail::check_cuda(cudaEventRecord(done, stream), "cudaEventRecord");
       if (sends.empty()) progress = clock::now();
@@ -203,39 +230,42 @@ class nccl_link {
           abort_locked(std::string("ncclRecv: ") + ncclGetErrorString(r));
           detail::check_nccl(r, "ncclRecv");
         }
-        if (r == ncclInProgress) settle_locked("ncclRecv");
+        if (r == ncclInProgress) {
+          ++stats.deferred_calls;
+          settle_locked("ncclRecv");
+        }
         if (!out_head.empty())
           detail::check_cuda(cudaMemcpyAsync(head, dst, out_head.size(), cudaMemcpyDeviceToHost, stream), "copy frame head");
         detail::check_cuda(cudaEventRecord(recv_done, stream), "cudaEventRecord");
+        receiving = true;
+        receive_since = clock::now();
+        if (!watchdog.joinable()) watchdog = std::thread([this] { watch(); });
+        cv.notify_all();
       }
-      // Spins briefly (a frame of a version in flight is usually microseconds away), then polls.
-      const auto start = clock::now();
-      for (int i = 0;; ++i) {
-        const cudaError_t q = cudaEventQuery(recv_done);
-        if (q == cudaSuccess) break;
-        if (q != cudaErrorNotReady) {
-          abort(std::string("CUDA error: ") + cudaGetErrorString(q));
-          throw transport_error(transport_errc::backend, std::string("nccl_link: receive: ") + cudaGetErrorString(q));
+      // Sleeps until the frame is there; the watchdog aborts the communicator (which ends the receive) when it
+      // has not come within the timeout.
+      const cudaError_t done = cudaEventSynchronize(recv_done);
+      {
+        std::lock_guard lock(mutex);
+        receiving = false;
+        if (aborted)
+          throw transport_error(why.find("timeout") != std::string::npos ? transport_errc::timed_out : transport_errc::connection_closed,
+                                "nccl_link: no device frame of " + std::to_string(bytes) + " bytes: the link was aborted (" + why + ")");
+        if (done != cudaSuccess) {
+          abort_locked(std::string("CUDA error: ") + cudaGetErrorString(done));
+          throw transport_error(transport_errc::backend, std::string("nccl_link: receive: ") + cudaGetErrorString(done));
         }
-        if (i % 64 == 63) {
-          std::lock_guard lock(mutex);
-          throw_if_aborted_locked();
-          ncclResult_t async = ncclSuccess;
-          ncclCommGetAsyncError(comm, &async);
-          if (async != ncclSuccess && async != ncclInProgress) {
-            abort_locked(std::string("NCCL error: ") + ncclGetErrorString(async));
-            throw transport_error(transport_errc::backend, std::string("nccl_link: receive: ") + ncclGetErrorString(async));
-          }
-          if (clock::now() - start > opt.timeout) {
-            abort_locked("a device frame did not arrive within the timeout");
-            throw transport_error(transport_errc::timed_out, "nccl_link: no device frame of " + std::to_string(bytes) + " bytes within " +
-                                                                 std::to_string(opt.timeout.count()) + " ms; the link was aborted");
-          }
+        ncclResult_t async = ncclSuccess;
+        ncclCommGetAsyncError(comm, &async);
+        if (async != ncclSuccess && async != ncclInProgress) {
+          abort_locked(std::string("NCCL error: ") + ncclGetErrorString(async));
+          throw transport_error(transport_errc::backend, std::string("nccl_link: receive: ") + ncclGetErrorString(async));
         }
-        if (i < 4096) std::this_thread::yield();
-        else std::this_thread::sleep_for(std::chrono::microseconds(20));
       }
       if (!out_head.empty()) std::memcpy(out_head.data(), head, out_head.size());
+      std::lock_guard lock(mutex);
+      ++stats.frames_received;
+      stats.bytes_received += bytes;
     }
 
     void abort(const std::string& reason) noexcept {
@@ -278,12 +308,21 @@ class nccl_link {
       return e;
     }
 
-    // The watchdog: a send whose frame has not left `timeout` after the one before it did aborts the link.
+    // The watchdog: a receive that has not completed within `timeout`, or a send whose frame has not left `timeout`
+    // after the one before it did, aborts the link.
     void watch() {
       std::unique_lock lock(mutex);
       cudaSetDevice(device);
       while (!stopping) {
         reap_locked();
+        if (receiving && !aborted) {
+          if (clock::now() - receive_since > opt.timeout) {
+            abort_locked("a device frame did not arrive within the timeout");
+            continue;
+          }
+          cv.wait_for(lock, std::chrono::milliseconds(1));
+          continue;
+        }
         if (sends.empty() || aborted) {
           if (aborted && !sends.empty()) {
             // After the abort the stream drains; frames are released as their events pass.
@@ -319,15 +358,18 @@ class nccl_link {
     std::deque<in_flight> sends;
     std::vector<cudaEvent_t> spare_events;
     clock::time_point progress{};
+    clock::time_point receive_since{};
+    bool receiving = false;  // a receive_device is waiting for its frame
     bool aborted = false, stopping = false;
     std::string why;
+    nccl_link_stats stats;
     std::thread watchdog;
   };
 
   explicit nccl_link(std::unique_ptr<state> s) : s_(std::move(s)) {}
 
   static nccl_link connect(Control control, bool sender, const nccl_link_options& opt) {
-    auto s = std::make_unique<state>(std::move(control), opt);
+    auto s = std::make_unique<state>(std::move(control), opt, sender);
     nccl_bootstrap b;
     if (sender) {
       Control* peers[] = {&s->control};
