@@ -8,7 +8,7 @@
 // backends come compiled from sparsesync::cuda_engine (this file compiles only the model generator's kernels).
 //
 //   engine_nccl_bench [--layers N (28)] [--density D (0.01)] [--versions V (5)] [--workers W (all other GPUs)]
-//                     [--commit atomic|streamed|both] [--bucket-mb M (64)] [--json FILE]
+//                     [--commit atomic|streamed|both] [--bucket-mb M (256)] [--json FILE]
 #include <sparsesync/cuda/sync/device_engine_compiled.hpp>
 #include <sparsesync/sync/receiver.hpp>
 #include <sparsesync/sync/sender.hpp>
@@ -77,7 +77,7 @@ struct options {
   int versions = 5;
   int workers = 0;
   std::string commit = "both";
-  std::uint64_t bucket_mb = 64;
+  std::uint64_t bucket_mb = 256;  // fixed_bytes default
   std::string json;
 };
 
