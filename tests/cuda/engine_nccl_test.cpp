@@ -136,10 +136,10 @@ struct pair_ends {
   std::shared_ptr<nccl_link<inproc_transport>> watch;
 };
 // The worker's end waits 3x longer than the trainer's (nccl_link.hpp says why).
-pair_ends connect_pair(std::chrono::milliseconds timeout = 10s, std::shared_ptr<std::atomic<long>> flip = nullptr) {
+pair_ends connect_pair(std::chrono::milliseconds timeout = 10s, std::shared_ptr<std::atomic<long>> flip = nullptr, int device = worker_gpu) {
   auto [a, b] = make_inproc_pair();
-  auto worker_end = std::async(std::launch::async, [b = std::move(b), timeout]() mutable {
-    return nccl_link<inproc_transport>::connect_receiver(std::move(b), link_options(worker_gpu, 3 * timeout));
+  auto worker_end = std::async(std::launch::async, [b = std::move(b), timeout, device]() mutable {
+    return nccl_link<inproc_transport>::connect_receiver(std::move(b), link_options(device, 3 * timeout));
   });
   auto trainer_end = std::make_shared<nccl_link<inproc_transport>>(
       nccl_link<inproc_transport>::connect_sender(std::move(a), link_options(trainer_gpu, timeout)));
@@ -154,6 +154,7 @@ struct worker {
   std::thread thread;
   std::atomic<int> applied{0}, refused{0}, fulls{0};
   std::atomic<bool> failed{false};
+  std::string error;  // why it stopped (read after the thread joined or once `failed`)
   void start() {
     thread = std::thread([this] {
       set_device on(worker_gpu);
@@ -166,7 +167,7 @@ struct worker {
         } catch (const error&) {
           ++refused;
         } catch (const std::exception& e) {
-          MESSAGE("worker stopped: " << e.what());
+          error = e.what();
           failed = true;
           return;
         }
@@ -215,8 +216,8 @@ std::unique_ptr<trainer> make_trainer(const model_layout& layout, cudaStream_t s
 }
 
 std::unique_ptr<gpu_receiver> make_gpu_receiver(const model_layout& layout, const device_model& m, counting_link link,
-                                                sc::frame_commit_mode mode, sync::receiver_options ro = {}) {
-  set_device on(worker_gpu);
+                                                sc::frame_commit_mode mode, sync::receiver_options ro = {}, int device = worker_gpu) {
+  set_device on(device);
   sc::device_sink_options o;
   o.commit = mode;
   return std::make_unique<gpu_receiver>(layout, sync::device_sink(sc::compiled_device_applier_backend(layout, device_views(layout, m), o)),
@@ -438,10 +439,16 @@ TEST_CASE("over NCCL: a worker that stops receiving mid-version is not waited fo
   sync::sender_options so;
   so.lag_grace = 500ms;
   auto tx = make_trainer(w.layout, stream->s, so);
+  // With more than two GPUs the stuck worker has a GPU of its own; with two it shares the good worker's.
+  const int stuck_gpu = gpu_count > 2 ? gpu_count - 2 : worker_gpu;
+  MESSAGE("good worker on GPU " << worker_gpu << ", stuck worker on GPU " << stuck_gpu);
   std::unique_ptr<device_model> good_w, stuck_w;
   {
     set_device on(worker_gpu);
     good_w = std::make_unique<device_model>(w.layout);
+  }
+  {
+    set_device on(stuck_gpu);
     stuck_w = std::make_unique<device_model>(w.layout);
   }
   worker<gpu_receiver> good;
@@ -455,16 +462,16 @@ TEST_CASE("over NCCL: a worker that stops receiving mid-version is not waited fo
   std::unique_ptr<gpu_receiver> stuck;
   std::shared_ptr<nccl_link<inproc_transport>> stuck_trainer_end;
   {
-    auto [t, r, watch] = connect_pair(2s);
+    auto [t, r, watch] = connect_pair(2s, nullptr, stuck_gpu);
     tx->add_receiver(std::move(t));
-    stuck = make_gpu_receiver(w.layout, *stuck_w, std::move(r), sc::frame_commit_mode::atomic);
+    stuck = make_gpu_receiver(w.layout, *stuck_w, std::move(r), sc::frame_commit_mode::atomic, {}, stuck_gpu);
     stuck_trainer_end = watch;
   }
   for (std::uint64_t v = 1; v <= 2; ++v) {
     if (v > 1) w.step();
     auto pub = std::async(std::launch::async, [&] { return tx->publish(v, w.views); });
     {
-      set_device on(worker_gpu);
+      set_device on(stuck_gpu);
       REQUIRE(stuck->next());
     }
     CHECK(pub.get().acknowledged == 2);
@@ -476,6 +483,7 @@ TEST_CASE("over NCCL: a worker that stops receiving mid-version is not waited fo
   MESSAGE("version 3 with a stuck worker: publish " << s3 * 1e3 << " ms");
   CHECK(r3.acknowledged == 1);
   CHECK(r3.marked_lagging == 1);
+  if (good.failed) MESSAGE("the good worker stopped: " << good.error);
   CHECK(s3 < 10.0);  // the lag bound (0.5 s, or twice the good worker's time), not the stuck worker
   CHECK(download_on(worker_gpu, *good_w) == w.host);
   // No one receives the stuck worker's frames: 2 s without progress and the trainer's end of its link aborts
@@ -494,7 +502,7 @@ TEST_CASE("over NCCL: a worker that stops receiving mid-version is not waited fo
   // hang; its weights hold version 2 still (nothing of version 3 was written).
   const auto t_read = std::chrono::steady_clock::now();
   {
-    set_device on(worker_gpu);
+    set_device on(stuck_gpu);
     CHECK_THROWS(stuck->next());
   }
   CHECK(std::chrono::steady_clock::now() - t_read < 12s);
