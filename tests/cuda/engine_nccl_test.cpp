@@ -154,7 +154,7 @@ struct worker {
   std::thread thread;
   std::atomic<int> applied{0}, refused{0}, fulls{0};
   std::atomic<bool> failed{false};
-  std::string error;  // why it stopped (read after the thread joined or once `failed`)
+  std::string why;  // why it stopped (read after the thread joined or once `failed`)
   void start() {
     thread = std::thread([this] {
       set_device on(worker_gpu);
@@ -167,7 +167,7 @@ struct worker {
         } catch (const error&) {
           ++refused;
         } catch (const std::exception& e) {
-          error = e.what();
+          why = e.what();
           failed = true;
           return;
         }
@@ -483,7 +483,7 @@ TEST_CASE("over NCCL: a worker that stops receiving mid-version is not waited fo
   MESSAGE("version 3 with a stuck worker: publish " << s3 * 1e3 << " ms");
   CHECK(r3.acknowledged == 1);
   CHECK(r3.marked_lagging == 1);
-  if (good.failed) MESSAGE("the good worker stopped: " << good.error);
+  if (good.failed) MESSAGE("the good worker stopped: " << good.why);
   CHECK(s3 < 10.0);  // the lag bound (0.5 s, or twice the good worker's time), not the stuck worker
   CHECK(download_on(worker_gpu, *good_w) == w.host);
   // No one receives the stuck worker's frames: 2 s without progress and the trainer's end of its link aborts
