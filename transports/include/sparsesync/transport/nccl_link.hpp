@@ -28,6 +28,7 @@
 #include <sparsesync/transport/nccl.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
@@ -45,6 +46,17 @@ struct nccl_link_options {
   std::chrono::milliseconds timeout{0};
   nccl_comm_options comm{8, 0};               // a few CTAs carry sparse frames; the rest of the GPU encodes and applies
 };
+
+namespace detail {
+// When any nccl_link of this process last aborted. A transfer stuck on a dead peer holds up work queued behind
+// it on the GPU (NCCL kernels wait for their peer, and streams share the device's hardware queues), so other
+// links may make no progress until it is aborted: their stall clocks restart then, rather than aborting healthy
+// links too.
+inline std::atomic<std::int64_t>& last_link_abort() {
+  static std::atomic<std::int64_t> at{0};
+  return at;
+}
+}  // namespace detail
 
 // What a link moved on its device path, and how often NCCL deferred a call (ncclInProgress: the caller then
 // waited for it to be enqueued).
@@ -277,6 +289,7 @@ class nccl_link {
       if (aborted) return;
       aborted = true;
       why = reason;
+      detail::last_link_abort().store(clock::now().time_since_epoch().count());
       if (comm) {
         on_device guard(device);
         ncclCommAbort(comm);  // the kernels of transfers in flight exit; the link's stream drains
@@ -297,6 +310,8 @@ class nccl_link {
       return any;
     }
 
+    static clock::time_point last_abort() { return clock::time_point(clock::duration(detail::last_link_abort().load())); }
+
     cudaEvent_t take_event_locked() {
       if (!spare_events.empty()) {
         cudaEvent_t e = spare_events.back();
@@ -316,7 +331,7 @@ class nccl_link {
       while (!stopping) {
         reap_locked();
         if (receiving && !aborted) {
-          if (clock::now() - receive_since > opt.timeout) {
+          if (clock::now() - std::max(receive_since, last_abort()) > opt.timeout) {
             abort_locked("a device frame did not arrive within the timeout");
             continue;
           }
@@ -332,7 +347,7 @@ class nccl_link {
           cv.wait(lock);
           continue;
         }
-        if (clock::now() - progress > opt.timeout) {
+        if (clock::now() - std::max(progress, last_abort()) > opt.timeout) {
           abort_locked("a device frame did not leave within the timeout (the peer stopped receiving)");
           continue;
         }
