@@ -45,6 +45,10 @@ struct nccl_link_options {
   // a worker's (longer: see above).
   std::chrono::milliseconds timeout{0};
   nccl_comm_options comm{8, 0};               // a few CTAs carry sparse frames; the rest of the GPU encodes and applies
+  // Sends enqueued on the GPU and not yet left, at most: send_device() waits for the oldest beyond this. Work a
+  // dead peer will never take fills the GPU's queue of pending work, and once that is full every launch of the
+  // process waits (the trainer's encode and its other links' transfers too) until the link aborts.
+  std::size_t max_frames_in_flight = 4;
 };
 
 namespace detail {
@@ -202,10 +206,16 @@ class nccl_link {
 
     void send(const device_frame& f) {
       if (f.bytes == 0) return;
-      std::lock_guard lock(mutex);
+      std::unique_lock lock(mutex);
       throw_if_aborted_locked();
       on_device guard(device);
       reap_locked();
+      // Bounded in flight: wait for the oldest send to leave (the watchdog aborts the link if it never does).
+      while (sends.size() >= std::max<std::size_t>(1, opt.max_frames_in_flight)) {
+        cv.wait_for(lock, std::chrono::microseconds(50));
+        throw_if_aborted_locked();
+        reap_locked();
+      }
       if (f.ready) detail::check_cuda(cudaStreamWaitEvent(stream, static_cast<cudaEvent_t>(f.ready), 0), "cudaStreamWaitEvent");
       const ncclResult_t r = ncclSend(f.data, f.bytes, ncclUint8, peer, comm, stream);
       if (r != ncclSuccess && r != ncclInProgress) {
