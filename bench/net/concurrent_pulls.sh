@@ -31,16 +31,18 @@ PORT=$(cat port)
 for _ in $(seq 1 1200); do grep -q "version 1 <- " serve.err && break; sleep 0.05; done
 
 # 1. N pulls at once (each its own OUT); the start is one barrier file they all wait on.
+pids=()
 for i in $(seq 1 "$N"); do
   ( while [ ! -e go ]; do sleep 0.01; done
     t0=$(date +%s.%N)
-    "$BIN" pull "127.0.0.1:$PORT" -o "out/$i.safetensors" --key-file key > "out/$i.log" 2>&1; rc=$?
+    rc=0; "$BIN" pull "127.0.0.1:$PORT" -o "out/$i.safetensors" --key-file key > "out/$i.log" 2>&1 || rc=$?
     t1=$(date +%s.%N)
     echo "$rc $(echo "$t1 - $t0" | bc)" > "out/$i.rc" ) &
+  pids+=($!)
 done
 sleep 1
-t0=$(date +%s.%N); touch go; wait_for=$(jobs -p | grep -v "^$SERVE$" || true)
-for p in $wait_for; do wait "$p" 2>/dev/null || true; done
+t0=$(date +%s.%N); touch go
+for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
 t1=$(date +%s.%N)
 all_s=$(printf '%.3f' "$(echo "$t1 - $t0" | bc)")
 ok=0; same=0; failed_codes=""; slowest=0

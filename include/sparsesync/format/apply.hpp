@@ -38,6 +38,27 @@ struct staged_change {
   std::uint64_t offset;
 };
 
+namespace detail {
+// Writes `changes` into `model` (element by element, prefetching ahead: the changes are scattered).
+inline void write_changes(std::span<const tensor_view> model, std::span<const staged_change> changes) {
+  const std::size_t n = changes.size();
+  const auto at = [&](const staged_change& c) {
+    const auto& v = model[c.tensor];
+    return static_cast<unsigned char*>(v.data) + c.offset * size_of(v.dtype);
+  };
+  for (std::size_t j = 0; j < n; ++j) {
+    if (j + prefetch_distance < n) prefetch_write(at(changes[j + prefetch_distance]));
+    const auto& c = changes[j];
+    const auto& v = model[c.tensor];
+    switch (size_of(v.dtype)) {
+      case 1: static_cast<std::uint8_t*>(v.data)[c.offset] = static_cast<std::uint8_t>(c.bits); break;
+      case 2: static_cast<std::uint16_t*>(v.data)[c.offset] = static_cast<std::uint16_t>(c.bits); break;
+      default: static_cast<std::uint32_t*>(v.data)[c.offset] = c.bits; break;
+    }
+  }
+}
+}  // namespace detail
+
 // Stages one version against the receiver's current tensors; see the file comment.
 class staged_patch {
  public:
@@ -75,19 +96,7 @@ class staged_patch {
   }
 
   // Writes the staged changes into `model` (which must be the tensors that were `current`).
-  void commit(std::span<const tensor_view> model) const {
-    const std::size_t n = changes_.size();
-    for (std::size_t j = 0; j < n; ++j) {
-      if (j + detail::prefetch_distance < n) detail::prefetch_write(element_ptr(model, changes_[j + detail::prefetch_distance]));
-      const auto& c = changes_[j];
-      const auto& v = model[c.tensor];
-      switch (size_of(v.dtype)) {
-        case 1: static_cast<std::uint8_t*>(v.data)[c.offset] = static_cast<std::uint8_t>(c.bits); break;
-        case 2: static_cast<std::uint16_t*>(v.data)[c.offset] = static_cast<std::uint16_t>(c.bits); break;
-        default: static_cast<std::uint32_t*>(v.data)[c.offset] = c.bits; break;
-      }
-    }
-  }
+  void commit(std::span<const tensor_view> model) const { detail::write_changes(model, changes_); }
 
   // For receivers without a version (nothing to protect): writes one verified bucket's changes and drops them.
   void commit_and_clear(std::span<const tensor_view> model) {

@@ -1,6 +1,8 @@
 // host_sink: the version_sink for weights in host memory. A patch is staged bucket by bucket (each bucket
 // verified against the worker's memory) and written only once the whole version verified; a full transfer is
-// written bucket by bucket while the worker holds no version.
+// written while the worker holds no version, each chunk's elements as soon as they decode (nothing to protect:
+// memory holds one chunk's changes, not 16 bytes per element of a bucket), or bucket by bucket where a write
+// hook wants each bucket's changes.
 #pragma once
 
 #include <sparsesync/core/model_checksum.hpp>
@@ -41,13 +43,18 @@ class host_sink {
     if (!full) opt.known_base_checksum = known_base;  // touch only changed elements
     staged_.emplace(*layout_, current_, opt);
     staged_->reuse_storage(std::move(storage_));
+    streaming_ = full && !hook_;
+    if (streaming_)
+      staged_->stream_to([this](std::uint64_t, std::span<const staged_change> changes) { sparsesync::detail::write_changes(buffers_, changes); });
   }
 
   status add_bucket(std::span<const unsigned char> frame) {
     std::size_t used = 0;
     status st = staged_->add_bucket(frame, used);
     if (st && used != frame.size()) st = {errc::malformed, "bucket message has trailing bytes"};
-    if (st && full_) {
+    if (st && streaming_) {
+      changed_ = staged_->changed();  // written as decoded; counts every bucket so far
+    } else if (st && full_) {
       changed_ += staged_->changed();
       if (hook_) hook_(staged_->changes());
       staged_->commit_and_clear(buffers_);
@@ -87,6 +94,7 @@ class host_sink {
   std::vector<staged_change> storage_;
   write_hook hook_;
   bool full_ = false;
+  bool streaming_ = false;  // a full transfer written chunk by chunk
   std::uint64_t changed_ = 0, target_ = 0;
 };
 
