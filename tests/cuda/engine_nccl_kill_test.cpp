@@ -35,17 +35,7 @@ namespace sc = sparsesync::cuda;
 
 namespace {
 
-int two_gpus_or_skip() {
-  const int n = sparsesync_test::require_gpu_or_skip();
-  if (n < 2) {
-    std::printf("one CUDA device: the NCCL engine tests need two: skipped\n");
-    std::fflush(stdout);
-    std::exit(77);
-  }
-  ::setenv("NCCL_NVLS_ENABLE", "0", 0);  // NVLink multicast stays off on shared hosts (the workers inherit it)
-  return n;
-}
-const int gpu_count = two_gpus_or_skip();
+const int gpu_count = sparsesync_test::require_gpus_or_skip(2);
 int next_worker_gpu = 0;
 
 using tcp_nccl_link = nccl_link<asio_tcp_transport>;
@@ -62,13 +52,6 @@ std::string hex(std::uint64_t v) {
   return b;
 }
 
-std::vector<const_tensor_view> device_views(const model_layout& layout, const sparsesync_test::device_model& m) {
-  std::vector<void*> ptrs(layout.size());
-  sc::throw_on_cuda_error(cudaMemcpy(ptrs.data(), m.pointers(), ptrs.size() * sizeof(void*), cudaMemcpyDeviceToHost), "read pointers");
-  std::vector<const_tensor_view> v;
-  for (std::size_t t = 0; t < layout.size(); ++t) v.push_back({ptrs[t], layout[t].numel(), layout[t].dtype});
-  return v;
-}
 
 }  // namespace
 
@@ -113,7 +96,8 @@ TEST_CASE("GPU workers over NCCL killed or hung mid-version: the others finish, 
   sparsesync_test::device_model model(layout);
   auto host = sparsesync_test::random_weights(layout.numel());
   model.upload(host);
-  const auto views = device_views(layout, model);
+  const auto mutable_views = sparsesync_test::device_views(layout, model);
+  const std::vector<const_tensor_view> views(mutable_views.begin(), mutable_views.end());
   std::mt19937_64 rng(5);
   auto publish = [&](std::uint64_t v) {
     if (v > 1) {

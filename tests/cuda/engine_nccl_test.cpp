@@ -29,21 +29,12 @@ using namespace sparsesync;
 using namespace std::chrono_literals;
 namespace sc = sparsesync::cuda;
 using sparsesync_test::device_model;
+using sparsesync_test::device_views;
 using sparsesync_test::stream_holder;
 
 namespace {
 
-int two_gpus_or_skip() {
-  const int n = sparsesync_test::require_gpu_or_skip();
-  if (n < 2) {
-    std::printf("one CUDA device: the NCCL engine tests need two: skipped\n");
-    std::fflush(stdout);
-    std::exit(77);
-  }
-  ::setenv("NCCL_NVLS_ENABLE", "0", 0);  // NVLink multicast stays off on shared hosts
-  return n;
-}
-const int gpu_count = two_gpus_or_skip();
+const int gpu_count = sparsesync_test::require_gpus_or_skip(2);
 const int trainer_gpu = 0;
 const int worker_gpu = gpu_count - 1;
 
@@ -104,13 +95,6 @@ using trainer = sync::sender<rice, fixed_bytes, trainer_link, sync::device_sourc
 using gpu_receiver = sync::receiver<counting_link, sync::device_sink>;
 using host_receiver = sync::receiver<counting_link>;
 
-std::vector<tensor_view> device_views(const model_layout& layout, const device_model& m) {
-  std::vector<void*> ptrs(layout.size());
-  sc::throw_on_cuda_error(cudaMemcpy(ptrs.data(), m.pointers(), ptrs.size() * sizeof(void*), cudaMemcpyDeviceToHost), "read pointers");
-  std::vector<tensor_view> v;
-  for (std::size_t t = 0; t < layout.size(); ++t) v.push_back({ptrs[t], layout[t].numel(), layout[t].dtype});
-  return v;
-}
 
 std::vector<tensor_view> host_views(const model_layout& layout, std::vector<std::uint16_t>& w) {
   std::vector<tensor_view> v;

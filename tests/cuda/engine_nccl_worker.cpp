@@ -78,10 +78,7 @@ int main(int argc, char** argv) try {
   lo.timeout = std::chrono::milliseconds(std::stoll(arg(argc, argv, "--timeout-ms", "6000")));
   const auto layout = sparsesync_test::test_layout();
   sparsesync_test::device_model weights(layout);
-  std::vector<void*> ptrs(layout.size());
-  ss::cuda::throw_on_cuda_error(cudaMemcpy(ptrs.data(), weights.pointers(), ptrs.size() * sizeof(void*), cudaMemcpyDeviceToHost), "pointers");
-  std::vector<ss::tensor_view> views;
-  for (std::size_t t = 0; t < layout.size(); ++t) views.push_back({ptrs[t], layout[t].numel(), layout[t].dtype});
+  const auto views = sparsesync_test::device_views(layout, weights);
   auto link = tcp_nccl_link::connect_receiver(ss::connect_retrying("127.0.0.1", port, opt), lo);
   ss::sync::receiver<stalling_link, ss::sync::device_sink> rx(
       layout, ss::sync::device_sink(ss::cuda::compiled_device_applier_backend(layout, views, {})), stalling_link(std::move(link), stall_at));

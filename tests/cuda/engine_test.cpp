@@ -27,6 +27,7 @@
 using namespace sparsesync;
 namespace sc = sparsesync::cuda;
 using sparsesync_test::device_model;
+using sparsesync_test::device_views;
 using sparsesync_test::stream_holder;
 
 namespace engine_test_support {
@@ -43,13 +44,6 @@ using host_sender = sync::sender<rice, fixed_bytes, inproc_transport>;
 using device_receiver = sync::receiver<tampering_link, sync::device_sink>;
 using host_receiver = sync::receiver<tampering_link>;
 
-std::vector<tensor_view> device_views(const model_layout& layout, const device_model& m) {
-  std::vector<void*> ptrs(layout.size());
-  sc::throw_on_cuda_error(cudaMemcpy(ptrs.data(), m.pointers(), ptrs.size() * sizeof(void*), cudaMemcpyDeviceToHost), "read pointers");
-  std::vector<tensor_view> v;
-  for (std::size_t t = 0; t < layout.size(); ++t) v.push_back({ptrs[t], layout[t].numel(), layout[t].dtype});
-  return v;
-}
 
 std::vector<const_tensor_view> const_views(const std::vector<tensor_view>& v) { return {v.begin(), v.end()}; }
 

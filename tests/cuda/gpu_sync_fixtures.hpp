@@ -47,6 +47,15 @@ class device_model {
   void** ptrs_ = nullptr;
 };
 
+// Views of a device_model's tensors (device pointers), as a sender or a device sink takes them.
+inline std::vector<sparsesync::tensor_view> device_views(const sparsesync::model_layout& layout, const device_model& m) {
+  std::vector<void*> ptrs(layout.size());
+  sc::throw_on_cuda_error(cudaMemcpy(ptrs.data(), m.pointers(), ptrs.size() * sizeof(void*), cudaMemcpyDeviceToHost), "read pointers");
+  std::vector<sparsesync::tensor_view> v;
+  for (std::size_t t = 0; t < layout.size(); ++t) v.push_back({ptrs[t], layout[t].numel(), layout[t].dtype});
+  return v;
+}
+
 // A CUDA stream that outlives everything declared after it (plans free their memory on their stream).
 struct stream_holder {
   stream_holder() { sc::throw_on_cuda_error(cudaStreamCreate(&s), "cudaStreamCreate"); }

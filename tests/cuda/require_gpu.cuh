@@ -20,4 +20,17 @@ inline int require_gpu_or_skip() {
   return n;
 }
 
+// As require_gpu_or_skip, and exits 77 with fewer than `n` devices; keeps NVLink multicast off (shared hosts:
+// NCCL_NVLS_ENABLE=0, inherited by the processes a test starts). Returns the device count.
+inline int require_gpus_or_skip(int n) {
+  const int have = require_gpu_or_skip();
+  if (have < n) {
+    std::printf("%d CUDA device(s), this test needs %d: skipped\n", have, n);
+    std::fflush(stdout);
+    std::exit(77);
+  }
+  ::setenv("NCCL_NVLS_ENABLE", "0", 0);
+  return have;
+}
+
 }  // namespace sparsesync_test

@@ -200,6 +200,18 @@ class nccl_link {
       }
     }
 
+    // The result of enqueueing `what` on the non-blocking communicator: waits for a deferred enqueue (up to the
+    // timeout); a failure aborts the link and throws.
+    void enqueued_locked(ncclResult_t r, const char* what) {
+      if (r == ncclInProgress) {
+        ++stats.deferred_calls;
+        settle_locked(what);
+      } else if (r != ncclSuccess) {
+        abort_locked(std::string(what) + ": " + ncclGetErrorString(r));
+        detail::check_nccl(r, what);
+      }
+    }
+
     void throw_if_aborted_locked() const {
       if (aborted) throw transport_error(transport_errc::connection_closed, "nccl_link: the device path was aborted (" + why + ")");
     }
@@ -217,15 +229,7 @@ class nccl_link {
         reap_locked();
       }
       if (f.ready) detail::check_cuda(cudaStreamWaitEvent(stream, static_cast<cudaEvent_t>(f.ready), 0), "cudaStreamWaitEvent");
-      const ncclResult_t r = ncclSend(f.data, f.bytes, ncclUint8, peer, comm, stream);
-      if (r != ncclSuccess && r != ncclInProgress) {
-        abort_locked(std::string("ncclSend: ") + ncclGetErrorString(r));
-        detail::check_nccl(r, "ncclSend");
-      }
-      if (r == ncclInProgress) {
-        ++stats.deferred_calls;
-        settle_locked("ncclSend");
-      }
+      enqueued_locked(ncclSend(f.data, f.bytes, ncclUint8, peer, comm, stream), "ncclSend");
       ++stats.frames_sent;
       stats.bytes_sent += f.bytes;
       cudaEvent_t done = take_event_locked();
@@ -247,15 +251,7 @@ class nccl_link {
           detail::check_cuda(cudaEventRecord(after_event, after), "cudaEventRecord");
           detail::check_cuda(cudaStreamWaitEvent(stream, after_event, 0), "cudaStreamWaitEvent");
         }
-        const ncclResult_t r = ncclRecv(dst, bytes, ncclUint8, peer, comm, stream);
-        if (r != ncclSuccess && r != ncclInProgress) {
-          abort_locked(std::string("ncclRecv: ") + ncclGetErrorString(r));
-          detail::check_nccl(r, "ncclRecv");
-        }
-        if (r == ncclInProgress) {
-          ++stats.deferred_calls;
-          settle_locked("ncclRecv");
-        }
+        enqueued_locked(ncclRecv(dst, bytes, ncclUint8, peer, comm, stream), "ncclRecv");
         if (!out_head.empty())
           detail::check_cuda(cudaMemcpyAsync(head, dst, out_head.size(), cudaMemcpyDeviceToHost, stream), "copy frame head");
         detail::check_cuda(cudaEventRecord(recv_done, stream), "cudaEventRecord");
