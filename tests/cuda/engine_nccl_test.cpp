@@ -14,6 +14,7 @@
 
 #include <doctest/doctest.h>
 
+#include "engine_worker.hpp"
 #include "gpu_sync_fixtures.hpp"
 #include "require_gpu.cuh"  // host code only
 
@@ -131,36 +132,10 @@ pair_ends connect_pair(std::chrono::milliseconds timeout = 10s, std::shared_ptr<
   return {trainer_link(trainer_end), counting_link(worker_end.get(), flip), trainer_end};
 }
 
-// A worker on its own thread, applying versions until the sender closes (refusals are counted; the sender heals).
+// A worker on its own thread on the workers' GPU (engine_worker.hpp).
 template <class Rx>
-struct worker {
-  std::unique_ptr<Rx> rx;
-  std::thread thread;
-  std::atomic<int> applied{0}, refused{0}, fulls{0};
-  std::atomic<bool> failed{false};
-  std::string why;  // why it stopped (read after the thread joined or once `failed`)
-  void start() {
-    thread = std::thread([this] {
-      set_device on(worker_gpu);
-      for (;;) {
-        try {
-          auto v = rx->next();
-          if (!v) return;
-          ++applied;
-          if (v->full) ++fulls;
-        } catch (const error&) {
-          ++refused;
-        } catch (const std::exception& e) {
-          why = e.what();
-          failed = true;
-          return;
-        }
-      }
-    });
-  }
-  ~worker() {
-    if (thread.joinable()) thread.join();
-  }
+struct worker : sparsesync_test::engine_worker<Rx> {
+  worker() { this->device = worker_gpu; }
 };
 
 // The trainer's weights on GPU 0 and their host twin (the reference every worker must equal).

@@ -11,6 +11,7 @@
 #include <sparsesync/transport/nccl_link.hpp>
 
 #include "gpu_sync_fixtures.hpp"
+#include "stalling_link.hpp"
 
 #include <chrono>
 #include <cstdio>
@@ -24,38 +25,7 @@ namespace ss = sparsesync;
 namespace {
 
 using tcp_nccl_link = ss::nccl_link<ss::asio_tcp_transport>;
-
-// Passes everything through, and hangs forever at the first device frame of version `stall_at`.
-class stalling_link {
- public:
-  using transport_concept = ss::transport_tag;
-  using device_link_concept = ss::device_link_tag;
-  stalling_link(tcp_nccl_link inner, std::uint64_t stall_at) : inner_(std::move(inner)), stall_at_(stall_at) {}
-  void send(std::span<const std::byte> m) { inner_.send(m); }
-  bool receive(std::vector<std::byte>& out) {
-    if (!inner_.receive(out)) return false;
-    const auto type = ss::sync::type_of(out);
-    if (type == ss::sync::message_type::version_begin) {
-      ss::patch_prologue pro;
-      if (ss::parse_patch_prologue(ss::sync::body_of(out), pro)) version_ = pro.header.target_version;
-    } else if (type == ss::sync::message_type::bucket_device && stall_at_ && version_ == stall_at_) {
-      std::printf("stalled %llu\n", static_cast<unsigned long long>(version_));
-      std::fflush(stdout);
-      for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
-    }
-    return true;
-  }
-  void close() noexcept { inner_.close(); }
-  [[nodiscard]] std::size_t max_frame_size() const noexcept { return inner_.max_frame_size(); }
-  void send_device(const ss::device_frame& f) { inner_.send_device(f); }
-  void receive_device(void* dst, std::size_t bytes, void* after, std::span<unsigned char> head) { inner_.receive_device(dst, bytes, after, head); }
-  void abort() noexcept { inner_.abort(); }
-
- private:
-  tcp_nccl_link inner_;
-  std::uint64_t stall_at_;
-  std::uint64_t version_ = 0;
-};
+using stalling_link = sparsesync_test::stalling_link<tcp_nccl_link>;
 
 const char* arg(int argc, char** argv, const char* name, const char* fallback) {
   for (int i = 1; i + 1 < argc; ++i)
@@ -81,7 +51,7 @@ int main(int argc, char** argv) try {
   const auto views = sparsesync_test::device_views(layout, weights);
   auto link = tcp_nccl_link::connect_receiver(ss::connect_retrying("127.0.0.1", port, opt), lo);
   ss::sync::receiver<stalling_link, ss::sync::device_sink> rx(
-      layout, ss::sync::device_sink(ss::cuda::compiled_device_applier_backend(layout, views, {})), stalling_link(std::move(link), stall_at));
+      layout, ss::sync::device_sink(ss::cuda::compiled_device_applier_backend(layout, views, {})), stalling_link(std::move(link), stall_at, ss::sync::message_type::bucket_device));
   while (auto v = rx.next()) {
     std::printf("applied %llu %s %016llx\n", static_cast<unsigned long long>(v->version), v->full ? "full" : "patch",
                 static_cast<unsigned long long>(v->checksum));

@@ -14,6 +14,7 @@
 
 #include <doctest/doctest.h>
 
+#include "engine_worker.hpp"
 #include "gpu_sync_fixtures.hpp"
 #include "tampering_link.hpp"
 #include "require_gpu.cuh"  // host code only
@@ -53,34 +54,8 @@ std::vector<tensor_view> host_views(const model_layout& layout, std::vector<std:
   return v;
 }
 
-// A worker: its receiver applying versions on its own thread until the sender closes; refusals are counted
-// and the loop goes on (the sender heals the worker with a full transfer).
 template <class Rx>
-struct worker {
-  std::unique_ptr<Rx> rx;
-  std::thread thread;
-  std::atomic<int> applied{0}, refused{0}, fulls{0};
-  void start() {
-    thread = std::thread([this] {
-      for (;;) {
-        try {
-          auto v = rx->next();
-          if (!v) return;
-          ++applied;
-          if (v->full) ++fulls;
-        } catch (const error&) {
-          ++refused;
-        } catch (const std::exception& e) {
-          MESSAGE("worker stopped: " << e.what());
-          return;
-        }
-      }
-    });
-  }
-  ~worker() {
-    if (thread.joinable()) thread.join();
-  }
-};
+using worker = sparsesync_test::engine_worker<Rx>;
 
 struct link_pair {
   tampering_link sender_end, receiver_end;
