@@ -10,11 +10,11 @@
 #include <sparsesync/transport/asio_tcp.hpp>
 
 #include "stalling_link.hpp"
+#include "worker_args.hpp"
 
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <string>
 #include <thread>
 
@@ -22,19 +22,15 @@ namespace ss = sparsesync;
 
 namespace {
 
-const char* arg(int argc, char** argv, const char* name, const char* fallback) {
-  for (int i = 1; i + 1 < argc; ++i)
-    if (std::strcmp(argv[i], name) == 0) return argv[i + 1];
-  return fallback;
-}
+using sparsesync_test::arg_value;
 
 }  // namespace
 
 int main(int argc, char** argv) try {
-  const auto port = static_cast<std::uint16_t>(std::stoul(arg(argc, argv, "--port", "0")));
-  const std::uint64_t stall_at = std::stoull(arg(argc, argv, "--stall-at", "0"));
+  const auto port = static_cast<std::uint16_t>(std::stoul(arg_value(argc, argv, "--port", "0")));
+  const std::uint64_t stall_at = std::stoull(arg_value(argc, argv, "--stall-at", "0"));
   ss::asio_tcp_options opt;
-  opt.key = ss::load_key_file(arg(argc, argv, "--key-file", ""));
+  opt.key = ss::load_key_file(arg_value(argc, argv, "--key-file", ""));
   const auto layout = ss::gen::make_gpt_like_layout(128, 4, 4000);
   ss::gen::tensor_set weights(layout);
   auto views = weights.mutable_views();

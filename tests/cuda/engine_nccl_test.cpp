@@ -183,6 +183,13 @@ std::unique_ptr<gpu_receiver> make_gpu_receiver(const model_layout& layout, cons
                                         std::move(link), ro);
 }
 
+// A T made with `device` current (its memory lives there).
+template <class T, class... Args>
+std::unique_ptr<T> make_on(int device, Args&&... args) {
+  set_device on(device);
+  return std::make_unique<T>(std::forward<Args>(args)...);
+}
+
 std::vector<std::uint16_t> download_on(int device, const device_model& m) {
   set_device on(device);
   return m.download();
@@ -192,18 +199,10 @@ std::vector<std::uint16_t> download_on(int device, const device_model& m) {
 
 TEST_CASE("over NCCL: every version bit-identical in both commit modes, frames GPU to GPU; a host worker gets host copies") {
   trainer_weights w;
-  std::unique_ptr<stream_holder> stream;
-  {
-    set_device on(trainer_gpu);
-    stream = std::make_unique<stream_holder>();
-  }
+  const auto stream = make_on<stream_holder>(trainer_gpu);
   auto tx = make_trainer(w.layout, stream->s);
-  std::unique_ptr<device_model> atomic_w, streamed_w;
-  {
-    set_device on(worker_gpu);
-    atomic_w = std::make_unique<device_model>(w.layout);
-    streamed_w = std::make_unique<device_model>(w.layout);
-  }
+  const auto atomic_w = make_on<device_model>(worker_gpu, w.layout);
+  const auto streamed_w = make_on<device_model>(worker_gpu, w.layout);
   std::vector<std::uint16_t> host_w(w.layout.numel());
   worker<gpu_receiver> wa, ws;
   worker<host_receiver> wh;
@@ -256,17 +255,9 @@ TEST_CASE("over NCCL: a device frame damaged on the way is refused, the weights 
   for (auto mode : {sc::frame_commit_mode::atomic, sc::frame_commit_mode::streamed}) {
     CAPTURE(static_cast<int>(mode));
     trainer_weights w;
-    std::unique_ptr<stream_holder> stream;
-    {
-      set_device on(trainer_gpu);
-      stream = std::make_unique<stream_holder>();
-    }
+    const auto stream = make_on<stream_holder>(trainer_gpu);
     auto tx = make_trainer(w.layout, stream->s);
-    std::unique_ptr<device_model> ww;
-    {
-      set_device on(worker_gpu);
-      ww = std::make_unique<device_model>(w.layout);
-    }
+    const auto ww = make_on<device_model>(worker_gpu, w.layout);
     auto flip = std::make_shared<std::atomic<long>>(-1);
     auto [t, r, watch] = connect_pair(10s, flip);
     tx->add_receiver(std::move(t));
@@ -307,18 +298,10 @@ TEST_CASE("over NCCL: a device frame damaged on the way is refused, the weights 
 
 TEST_CASE("over NCCL: a late worker gets one full transfer, a restarted one with its weights only patches") {
   trainer_weights w;
-  std::unique_ptr<stream_holder> stream;
-  {
-    set_device on(trainer_gpu);
-    stream = std::make_unique<stream_holder>();
-  }
+  const auto stream = make_on<stream_holder>(trainer_gpu);
   auto tx = make_trainer(w.layout, stream->s);
-  std::unique_ptr<device_model> first_w, late_w;
-  {
-    set_device on(worker_gpu);
-    first_w = std::make_unique<device_model>(w.layout);
-    late_w = std::make_unique<device_model>(w.layout);
-  }
+  const auto first_w = make_on<device_model>(worker_gpu, w.layout);
+  const auto late_w = make_on<device_model>(worker_gpu, w.layout);
   worker<gpu_receiver> first;
   {
     auto [t, r, watch] = connect_pair();
@@ -390,26 +373,15 @@ TEST_CASE("over NCCL: a worker that stops receiving mid-version is not waited fo
   // 64 Mi elements, and version 3 changes all of them: 128 MB of frames, more than NCCL buffers between two peers,
   // so the stuck worker's sends stall on the trainer's GPU (small versions would sit in NCCL's buffers).
   trainer_weights w(model_layout({{"big", dtype::bf16, {8192, 8192}}}));
-  std::unique_ptr<stream_holder> stream;
-  {
-    set_device on(trainer_gpu);
-    stream = std::make_unique<stream_holder>();
-  }
+  const auto stream = make_on<stream_holder>(trainer_gpu);
   sync::sender_options so;
   so.lag_grace = 500ms;
   auto tx = make_trainer(w.layout, stream->s, so);
   // With more than two GPUs the stuck worker has a GPU of its own; with two it shares the good worker's.
   const int stuck_gpu = gpu_count > 2 ? gpu_count - 2 : worker_gpu;
   MESSAGE("good worker on GPU " << worker_gpu << ", stuck worker on GPU " << stuck_gpu);
-  std::unique_ptr<device_model> good_w, stuck_w;
-  {
-    set_device on(worker_gpu);
-    good_w = std::make_unique<device_model>(w.layout);
-  }
-  {
-    set_device on(stuck_gpu);
-    stuck_w = std::make_unique<device_model>(w.layout);
-  }
+  const auto good_w = make_on<device_model>(worker_gpu, w.layout);
+  const auto stuck_w = make_on<device_model>(stuck_gpu, w.layout);
   worker<gpu_receiver> good;
   {
     auto [t, r, watch] = connect_pair(2s);

@@ -12,13 +12,12 @@
 
 #include "gpu_sync_fixtures.hpp"
 #include "stalling_link.hpp"
+#include "worker_args.hpp"
 
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <string>
-#include <thread>
 
 namespace ss = sparsesync;
 
@@ -27,25 +26,21 @@ namespace {
 using tcp_nccl_link = ss::nccl_link<ss::asio_tcp_transport>;
 using stalling_link = sparsesync_test::stalling_link<tcp_nccl_link>;
 
-const char* arg(int argc, char** argv, const char* name, const char* fallback) {
-  for (int i = 1; i + 1 < argc; ++i)
-    if (std::strcmp(argv[i], name) == 0) return argv[i + 1];
-  return fallback;
-}
+using sparsesync_test::arg_value;
 
 }  // namespace
 
 int main(int argc, char** argv) try {
   ::setenv("NCCL_NVLS_ENABLE", "0", 0);
-  const auto port = static_cast<std::uint16_t>(std::stoul(arg(argc, argv, "--port", "0")));
-  const std::uint64_t stall_at = std::stoull(arg(argc, argv, "--stall-at", "0"));
-  const int device = std::stoi(arg(argc, argv, "--device", "0"));
+  const auto port = static_cast<std::uint16_t>(std::stoul(arg_value(argc, argv, "--port", "0")));
+  const std::uint64_t stall_at = std::stoull(arg_value(argc, argv, "--stall-at", "0"));
+  const int device = std::stoi(arg_value(argc, argv, "--device", "0"));
   ss::cuda::throw_on_cuda_error(cudaSetDevice(device), "cudaSetDevice");
   ss::asio_tcp_options opt;
-  opt.key = ss::load_key_file(arg(argc, argv, "--key-file", ""));
+  opt.key = ss::load_key_file(arg_value(argc, argv, "--key-file", ""));
   ss::nccl_link_options lo;
   lo.device = device;
-  lo.timeout = std::chrono::milliseconds(std::stoll(arg(argc, argv, "--timeout-ms", "6000")));
+  lo.timeout = std::chrono::milliseconds(std::stoll(arg_value(argc, argv, "--timeout-ms", "6000")));
   const auto layout = sparsesync_test::test_layout();
   sparsesync_test::device_model weights(layout);
   const auto views = sparsesync_test::device_views(layout, weights);

@@ -108,8 +108,7 @@ struct version_stream {
     }
     cv_.notify_all();
   }
-  // Blocks until message i exists (returns it) or the stream ended before it (returns null).
-  message wait_for(std::size_t i) { return wait_for_entry(i).host; }
+  // Blocks until message i exists (returns it) or the stream ended before it (returns an empty entry).
   entry wait_for_entry(std::size_t i) {
     std::unique_lock lock(mutex_);
     cv_.wait(lock, [&] { return i < entries_.size() || complete_; });

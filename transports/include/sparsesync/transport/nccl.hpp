@@ -107,17 +107,27 @@ struct nccl_comm_options {
   int min_ctas = 0;  // 0: NCCL's default
 };
 
+namespace detail {
+// NCCL's configuration for a communicator with these CTA limits (checked; `who` names the caller in the error),
+// non-blocking on request.
+inline ncclConfig_t nccl_config(const nccl_comm_options& opt, bool blocking, const char* who) {
+  if (opt.max_ctas < 0 || opt.min_ctas < 0 || (opt.max_ctas && opt.min_ctas > opt.max_ctas))
+    throw transport_error(transport_errc::invalid_argument, std::string(who) + ": CTA limits must be >= 0 and min_ctas <= max_ctas");
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  if (!blocking) config.blocking = 0;  // blocking: NCCL's default (NCCL_COMM_BLOCKING may set it)
+  if (opt.max_ctas) config.maxCTAs = opt.max_ctas;
+  if (opt.min_ctas) config.minCTAs = opt.min_ctas;
+  return config;
+}
+}  // namespace detail
+
 // Owns an NCCL communicator. Every rank must construct it concurrently (ncclCommInitRank blocks until all
 // ranks have joined).
 class nccl_communicator {
  public:
   nccl_communicator(const nccl_bootstrap& b, int cuda_device, const nccl_comm_options& opt = {}) : rank_(b.rank), size_(b.nranks) {
     detail::check_cuda(cudaSetDevice(cuda_device), "cudaSetDevice");
-    if (opt.max_ctas < 0 || opt.min_ctas < 0 || (opt.max_ctas && opt.min_ctas > opt.max_ctas))
-      throw transport_error(transport_errc::invalid_argument, "nccl_communicator: CTA limits must be >= 0 and min_ctas <= max_ctas");
-    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
-    if (opt.max_ctas) config.maxCTAs = opt.max_ctas;
-    if (opt.min_ctas) config.minCTAs = opt.min_ctas;
+    ncclConfig_t config = detail::nccl_config(opt, true, "nccl_communicator");
     detail::check_nccl(ncclCommInitRankConfig(&comm_, b.nranks, b.id, b.rank, &config), "ncclCommInitRankConfig");
   }
   nccl_communicator(nccl_communicator&& o) noexcept

@@ -165,12 +165,7 @@ class nccl_link {
       detail::check_cuda(cudaEventCreateWithFlags(&after_event, cudaEventDisableTiming), "cudaEventCreate");
       detail::check_cuda(cudaEventCreateWithFlags(&recv_done, cudaEventDisableTiming | cudaEventBlockingSync), "cudaEventCreate");
       detail::check_cuda(cudaMallocHost(reinterpret_cast<void**>(&head), max_device_frame_head), "cudaMallocHost");
-      if (opt.comm.max_ctas < 0 || opt.comm.min_ctas < 0 || (opt.comm.max_ctas && opt.comm.min_ctas > opt.comm.max_ctas))
-        throw transport_error(transport_errc::invalid_argument, "nccl_link: CTA limits must be >= 0 and min_ctas <= max_ctas");
-      ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
-      config.blocking = 0;
-      if (opt.comm.max_ctas) config.maxCTAs = opt.comm.max_ctas;
-      if (opt.comm.min_ctas) config.minCTAs = opt.comm.min_ctas;
+      ncclConfig_t config = detail::nccl_config(opt.comm, false, "nccl_link");
       std::lock_guard lock(mutex);
       const ncclResult_t r = ncclCommInitRankConfig(&comm, 2, b.id, b.rank, &config);
       if (r != ncclSuccess && r != ncclInProgress) {
