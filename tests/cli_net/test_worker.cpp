@@ -10,7 +10,7 @@
 #include <sparsesync/transport/asio_tcp.hpp>
 
 #include "stalling_link.hpp"
-#include "worker_args.hpp"
+#include "worker_support.hpp"
 
 #include <chrono>
 #include <cstdio>
@@ -36,11 +36,7 @@ int main(int argc, char** argv) try {
   auto views = weights.mutable_views();
   using link = sparsesync_test::stalling_link<ss::asio_tcp_transport>;
   ss::sync::receiver<link> rx(layout, views, link(ss::connect_retrying("127.0.0.1", port, opt), stall_at, ss::sync::message_type::bucket));
-  while (auto v = rx.next()) {
-    std::printf("applied %llu %s %016llx\n", static_cast<unsigned long long>(v->version), v->full ? "full" : "patch",
-                static_cast<unsigned long long>(v->checksum));
-    std::fflush(stdout);
-  }
+  sparsesync_test::apply_and_report(rx);
   return 0;
 } catch (const std::exception& e) {
   std::fprintf(stderr, "sync_test_worker: %s\n", e.what());

@@ -12,7 +12,7 @@
 
 #include "gpu_sync_fixtures.hpp"
 #include "stalling_link.hpp"
-#include "worker_args.hpp"
+#include "worker_support.hpp"
 
 #include <chrono>
 #include <cstdio>
@@ -47,11 +47,7 @@ int main(int argc, char** argv) try {
   auto link = tcp_nccl_link::connect_receiver(ss::connect_retrying("127.0.0.1", port, opt), lo);
   ss::sync::receiver<stalling_link, ss::sync::device_sink> rx(
       layout, ss::sync::device_sink(ss::cuda::compiled_device_applier_backend(layout, views, {})), stalling_link(std::move(link), stall_at, ss::sync::message_type::bucket_device));
-  while (auto v = rx.next()) {
-    std::printf("applied %llu %s %016llx\n", static_cast<unsigned long long>(v->version), v->full ? "full" : "patch",
-                static_cast<unsigned long long>(v->checksum));
-    std::fflush(stdout);
-  }
+  sparsesync_test::apply_and_report(rx);
   return 0;
 } catch (const std::exception& e) {
   std::fprintf(stderr, "engine_nccl_worker: %s\n", e.what());
