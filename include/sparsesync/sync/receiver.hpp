@@ -45,6 +45,7 @@ struct applied_version {
 template <class Transport, class Sink = host_sink>
 class receiver {
   static_assert(check_transport<Transport>);
+  static_assert(check_declared_device_link<Transport>);
   static_assert(check_version_sink<Sink>);
   using clock = std::chrono::steady_clock;
   static constexpr bool takes_device_frames = device_link<Transport> && device_frame_sink<Sink>;

@@ -88,6 +88,7 @@ class sender {
   static_assert(check_encoder_selection<Sel>);
   static_assert(check_bucketing_policy<Policy>);
   static_assert(detail::sender_transport_diagnostics<Transport>::value);
+  static_assert(check_declared_device_link<Transport>);
   static_assert(check_version_source<Source<Sel, Policy>, Policy>);
   using clock = std::chrono::steady_clock;
 

@@ -83,4 +83,18 @@ struct device_link_diagnostics {
 template <class L>
 inline constexpr bool check_device_link = detail::device_link_diagnostics<L>::value;
 
+namespace detail {
+template <class L, bool = device_link_req2_opts_in<L>>
+struct declared_device_link_diagnostics {
+  static constexpr bool value = true;
+};
+template <class L>
+struct declared_device_link_diagnostics<L, true> : device_link_diagnostics<L> {};
+}  // namespace detail
+
+// For the engine's entry points: a transport that opts in as a device_link must meet every requirement (one that
+// fell short would otherwise be taken for a host transport, its frames quietly sent through host memory).
+template <class L>
+inline constexpr bool check_declared_device_link = detail::declared_device_link_diagnostics<L>::value;
+
 SPARSESYNC_NS_END

@@ -68,8 +68,9 @@ struct nccl_link_stats {
   std::uint64_t frames_sent = 0, bytes_sent = 0, frames_received = 0, bytes_received = 0, deferred_calls = 0;
 };
 
-template <transport Control>
+template <class Control>
 class nccl_link {
+  static_assert(check_transport<Control>);
   using clock = std::chrono::steady_clock;
 
  public:
