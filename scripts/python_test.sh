@@ -18,5 +18,11 @@ py=$venv/bin/python
 # The build requirements of pyproject.toml, in the venv and without build isolation: a rerun then finds the
 # same nanobind and rebuilds only what changed in build/python/ (isolation would rebuild everything).
 "$py" -m pip install -q --disable-pip-version-check "scikit-build-core>=0.10" "nanobind>=2.2"
-"$py" -m pip install -q --disable-pip-version-check --no-build-isolation ".[test]"
+# Without a GPU the module's CUDA code (the GPU endpoints) is compiled as unoptimized PTX, as scripts/test.sh
+# does for the C++ tests: it is checked, not run, and the GPU tests skip.
+cuda_settings=()
+if command -v nvcc > /dev/null 2>&1 && ! nvidia-smi -L > /dev/null 2>&1; then
+  cuda_settings=(--config-settings=cmake.define.CMAKE_CUDA_ARCHITECTURES=90-virtual "--config-settings=cmake.define.CMAKE_CUDA_FLAGS=-Xcicc -O0")
+fi
+"$py" -m pip install -q --disable-pip-version-check --no-build-isolation "${cuda_settings[@]}" ".[test]"
 "$py" -m pytest -q -p no:cacheprovider tests/python

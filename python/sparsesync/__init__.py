@@ -12,15 +12,17 @@ The package is a thin layer over the header-only C++ library (the same wire form
 command-line tool and the C++ API). docs/PYTHON.md has more.
 """
 
-from ._errors import (BadMagic, BaseMismatch, Error, HeaderChecksum, IndexOutOfRange, InvalidArgument, IOFailure,
+from ._errors import (BadMagic, BaseMismatch, CudaError, Error, HeaderChecksum, IndexOutOfRange, InvalidArgument, IOFailure,
                       LayoutMismatch, Malformed, NonCanonical, PayloadChecksum, TargetMismatch, Truncated,
                       Unsupported, UnsupportedVersion)
 from . import _core
 from ._codec import ENCODERS, VALUE_MODES, Patch, apply, checksum, diff, encoders, inspect, layout_of_patch
 from ._layout import Layout
-from ._net import Publisher, Subscriber, generate_key_file
+from ._net import Publisher, Subscriber, current_stream, generate_key_file
 
 __version__ = "0.1.0"
+#: Whether this build has the GPU Publisher / Subscriber (built where nvcc was found).
+HAS_CUDA: bool = bool(getattr(_core, "has_cuda", False))
 #: The patch format version this build reads and writes.
 FORMAT_VERSION: int = _core.format_version
 
@@ -28,5 +30,5 @@ __all__ = [
     "Layout", "Patch", "Publisher", "Subscriber", "generate_key_file", "diff", "apply", "inspect", "checksum", "layout_of_patch", "encoders", "ENCODERS",
     "VALUE_MODES", "FORMAT_VERSION", "Error", "InvalidArgument", "Truncated", "BadMagic", "UnsupportedVersion",
     "HeaderChecksum", "PayloadChecksum", "LayoutMismatch", "BaseMismatch", "TargetMismatch", "Malformed",
-    "IndexOutOfRange", "NonCanonical", "IOFailure", "Unsupported",
+    "IndexOutOfRange", "NonCanonical", "IOFailure", "Unsupported", "CudaError", "current_stream", "HAS_CUDA",
 ]

@@ -98,6 +98,11 @@ class Unsupported(Error):
     code, reason = 14, "unsupported here"
 
 
+class CudaError(Error, RuntimeError):
+    """The CUDA runtime failed (out of GPU memory, an invalid stream, a device fault); ``reason`` has its text."""
+    code, reason = -1, "cuda error"
+
+
 _BY_CODE = {cls.code: cls for cls in Error.__subclasses__()}
 
 

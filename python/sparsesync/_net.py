@@ -1,18 +1,28 @@
 """Publisher / Subscriber: versions of a model's weights streamed to workers over TCP, authenticated with a
-pre-shared key (the C++ library's sync::sender / sync::receiver over its asio_tcp transport), host arrays only.
+pre-shared key (the C++ library's one sync engine, sync::sender / sync::receiver, over its asio_tcp transport).
+
+The weights may live in host memory (numpy arrays, CPU tensors) or on a GPU (torch or cupy CUDA tensors,
+anything that exports CUDA memory through DLPack): on a GPU the trainer encodes on its GPU against a snapshot
+the engine keeps, and each worker verifies and writes on its own GPU; the frames cross host memory and TCP.
 
 A worker that joins late or falls behind gets a full transfer or the patches it misses; every version is
-verified and applied atomically into the worker's own arrays. Each call returns a report dict.
+verified before the worker's tensors change. Each call returns a report dict.
 """
 
 from __future__ import annotations
 
 import os
-from typing import Any, Optional
+import sys
+from typing import Any, Optional, Sequence, Union
 
 from . import _core
 from ._layout import Layout
-from ._errors import IOFailure
+from ._errors import InvalidArgument, IOFailure
+
+#: ``__dlpack_device__`` codes (the DLPack standard's DLDeviceType).
+_DL_CPU, _DL_CUDA, _DL_CUDA_HOST = 1, 2, 3
+
+DeviceSpec = Union[None, str, int, Any]
 
 
 def _require_tcp() -> None:
@@ -21,31 +31,112 @@ def _require_tcp() -> None:
                         "built; scripts/install-deps.sh installs them)")
 
 
+def _require_cuda() -> None:
+    if not getattr(_core, "has_cuda", False):
+        raise InvalidArgument("this build of sparsesync has no GPU endpoints: it was built without nvcc (install the CUDA "
+                              "toolkit and reinstall: pip install . builds them where nvcc is found)")
+
+
 def generate_key_file(path: str | os.PathLike[str]) -> None:
     """Writes a new random pre-shared key to ``path`` (hex, mode 0600; the file must not exist yet)."""
     _require_tcp()
     _core.generate_key_file(os.fspath(path))
 
 
+def _cuda_index(device: DeviceSpec) -> Optional[int]:
+    """None for host memory; a CUDA device index (-1: the current device) for a GPU."""
+    if device is None:
+        return None
+    if isinstance(device, int):
+        return device
+    text = str(device)  # also torch.device and cupy.cuda.Device ("cuda:1", "<CUDA Device 1>")
+    if text == "cpu":
+        return None
+    if text == "cuda":
+        return -1
+    if text.startswith("cuda:") and text[5:].isdigit():
+        return int(text[5:])
+    dev_id = getattr(device, "id", None)  # cupy.cuda.Device
+    if isinstance(dev_id, int):
+        return dev_id
+    raise InvalidArgument(f"device: expected 'cpu', 'cuda', 'cuda:N', an index or a torch/cupy device, not {device!r}")
+
+
+def _placement(arrays: Sequence[Any]) -> Optional[int]:
+    """Where arrays live, from the DLPack device they export: None (host) or a CUDA device index."""
+    if not arrays:
+        return None
+    probe = getattr(arrays[0], "__dlpack_device__", None)
+    if probe is None:
+        return None  # the buffer protocol only: host memory
+    kind, index = probe()
+    if int(kind) == _DL_CUDA:
+        return int(index)
+    return None
+
+
+def current_stream(tensor: Any) -> int:
+    """The CUDA stream that work on ``tensor`` is queued on now, as a handle: torch's or cupy's current stream
+    of the tensor's device (0, the legacy default stream, for other producers)."""
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(tensor, torch.Tensor) and tensor.is_cuda:
+        return int(torch.cuda.current_stream(tensor.device).cuda_stream)
+    cupy = sys.modules.get("cupy")
+    if cupy is not None and isinstance(tensor, cupy.ndarray):
+        with tensor.device:
+            return int(cupy.cuda.get_current_stream().ptr)
+    return 0
+
+
+def _stream_handle(stream: Any, arrays: Sequence[Any]) -> int:
+    if stream is None:
+        return current_stream(arrays[0]) if arrays else 0
+    if isinstance(stream, int):
+        return stream
+    for attr in ("cuda_stream", "ptr", "handle"):  # torch.cuda.Stream, cupy.cuda.Stream, cuda-python streams
+        value = getattr(stream, attr, None)
+        if isinstance(value, int):
+            return value
+    raise InvalidArgument(f"stream: expected a CUDA stream (torch.cuda.Stream, cupy.cuda.Stream or a handle), not {stream!r}")
+
+
 class Publisher:
     """The trainer's side: listens on ``host:port`` and publishes versions to every accepted worker.
 
-    ``key_file`` holds the pre-shared key both sides load (:func:`generate_key_file`). Patches use the
-    ``auto`` encoder and ``values`` (``"ulp"`` or ``"absolute"``); the first version a worker gets is a
-    full transfer. ``port=0`` picks a free port (read it from :attr:`port`).
+    ``key_file`` holds the pre-shared key both sides load (:func:`generate_key_file`). ``device``: where the
+    published tensors live: ``"cpu"`` (default) or a GPU (``"cuda"``, ``"cuda:1"``, an index, a torch device).
+    On the host patches use the ``auto`` encoder; on a GPU the ``rice`` encoder, encoded on the GPU, and
+    ``snapshot`` says where the engine keeps the last published version (the base of the next patch):
+    ``"device"`` (1x the model in GPU memory, fastest) or ``"host_pinned"`` (no GPU copy of the model).
+    ``values`` is ``"ulp"`` or ``"absolute"``; the first version a worker gets is a full transfer.
+    ``port=0`` picks a free port (read it from :attr:`port`).
     """
 
     def __init__(self, layout: Any, key_file: str | os.PathLike[str], *, host: str = "127.0.0.1", port: int = 0,
-                 values: str = "ulp", bucket_bytes: int = 16 << 20, ack_timeout: float = 600.0) -> None:
+                 values: str = "ulp", bucket_bytes: int = 16 << 20, ack_timeout: float = 600.0,
+                 device: DeviceSpec = "cpu", snapshot: str = "device") -> None:
         _require_tcp()
         self.layout = layout if isinstance(layout, Layout) else Layout(layout)
-        self._native = _core.Publisher(self.layout._native, host, port, os.fspath(key_file), values, bucket_bytes,
-                                       ack_timeout)
+        index = _cuda_index(device)
+        if index is None:
+            native = _core.Publisher
+            index = -1
+        else:
+            _require_cuda()
+            native = _core.CudaPublisher
+        self._native = native(self.layout._native, host, port, os.fspath(key_file), values, bucket_bytes, ack_timeout,
+                              index, snapshot)
 
     @property
     def port(self) -> int:
         """The port it listens on."""
         return self._native.port
+
+    @property
+    def device(self) -> str:
+        """``"cpu"`` or ``"cuda:N"``: where the published tensors must live."""
+        d = self._native.device
+        return "cpu" if d < 0 else f"cuda:{d}"
 
     def accept(self, timeout: Optional[float] = None) -> int:
         """Waits for one worker to connect (``timeout`` seconds; None waits for ever); returns its id."""
@@ -55,16 +146,23 @@ class Publisher:
         """Waits until ``n`` workers completed the handshake; False on timeout."""
         return self._native.wait_for_receivers(n, timeout)
 
-    def publish(self, version: int, tensors: Any) -> dict[str, Any]:
+    def publish(self, version: int, tensors: Any, *, stream: Any = None) -> dict[str, Any]:
         """Publishes ``tensors`` (layout order, or a mapping by name) as ``version`` and waits for the workers.
 
+        On a GPU the encode is ordered after ``stream`` (default: the tensors' producer's current stream, as
+        torch or cupy report it), so work queued there before the call is included; nothing synchronizes the
+        device. The tensors must not change until the call returns.
+
         Returns ``version``, ``numel``, ``changed``, ``payload_bytes``, ``bits_per_changed``, ``target_checksum``,
-        ``encode_ms``, ``ms``, ``acknowledged``, ``lagging`` and ``receivers`` (one status dict per worker).
+        ``encode_ms``, ``snapshot_ms``, ``ms``, ``acknowledged``, ``lagging`` and ``receivers`` (one status dict
+        per worker); on a GPU also ``snapshot_device_bytes``, ``snapshot_host_bytes`` and ``scratch_device_bytes``.
         """
-        return self._native.publish(version, self.layout.order(tensors))
+        arrays = self.layout.order(tensors)
+        return self._native.publish(version, arrays, _stream_handle(stream, arrays) if self._native.device >= 0 else 0)
 
     def receivers(self) -> list[dict[str, Any]]:
-        """Per worker: ``id``, ``connected``, ``version``, ``bytes_sent``, ``full_transfers``, ``last_error``."""
+        """Per worker: ``id``, ``connected``, ``version``, ``bytes_sent``, ``full_transfers``, ``lagging``,
+        ``last_error``."""
         return self._native.receivers()
 
     def close(self) -> None:
@@ -81,28 +179,43 @@ class Publisher:
 class Subscriber:
     """The worker's side: connects to a :class:`Publisher` and applies each version into ``tensors`` in place.
 
-    ``tensors`` are the worker's own arrays (layout order or a mapping by name); they are written only with
-    verified versions, atomically, and must stay alive (and unmoved) while the subscriber exists.
+    ``tensors`` are the worker's own arrays (layout order or a mapping by name), in host memory or all on one
+    GPU (then verified and written on that GPU); they are written only with verified versions and must stay
+    alive (and unmoved) while the subscriber exists. ``commit`` (GPU): ``"atomic"`` writes a version only once
+    all of it is verified; ``"streamed"`` writes bucket by bucket as frames arrive and rolls back a version
+    refused later. ``held_version``: the tensors already hold that version (restored from disk after a
+    restart); the handshake proves it by checksum and the publisher then sends patches, not a full transfer.
     ``connect_timeout`` covers a publisher that is still starting; ``receive_timeout`` (None: none) bounds the
     wait for the next version.
     """
 
     def __init__(self, layout: Any, tensors: Any, key_file: str | os.PathLike[str], *, host: str = "127.0.0.1",
-                 port: int, connect_timeout: float = 30.0, receive_timeout: Optional[float] = None) -> None:
+                 port: int, connect_timeout: float = 30.0, receive_timeout: Optional[float] = None,
+                 held_version: Optional[int] = None, commit: str = "atomic") -> None:
         _require_tcp()
         self.layout = layout if isinstance(layout, Layout) else Layout(layout)
         self.tensors = self.layout.order(tensors)
-        self._native = _core.Subscriber(self.layout._native, self.tensors, host, port, os.fspath(key_file),
-                                        receive_timeout, connect_timeout)
+        index = _placement(self.tensors)
+        if index is None:
+            native = _core.Subscriber
+            index = -1
+        else:
+            _require_cuda()
+            native = _core.CudaSubscriber
+        self._native = native(self.layout._native, self.tensors, host, port, os.fspath(key_file), receive_timeout,
+                              connect_timeout, held_version, index, commit)
 
-    def receive(self) -> Optional[dict[str, Any]]:
+    def receive(self, *, stream: Any = None) -> Optional[dict[str, Any]]:
         """Blocks for the next version and applies it; None once the publisher closed the stream.
 
-        Returns ``version``, ``base_version``, ``full``, ``changed``, ``payload_bytes``, ``bits_per_changed``,
-        ``checksum`` (of the weights now held) and ``ms``. A version that fails verification raises an
-        :class:`Error` and leaves the arrays at the last good version (the publisher then sends a full one).
+        On a GPU, ``stream`` (default: the tensors' current torch/cupy stream) is ordered after the apply, so
+        work queued there next reads the new version. Returns ``version``, ``base_version``, ``full``,
+        ``changed``, ``payload_bytes``, ``bits_per_changed``, ``checksum`` (of the weights now held) and ``ms``.
+        A version that fails verification raises an :class:`Error` and leaves the tensors at the last good
+        version (the publisher then sends a full one).
         """
-        return self._native.next()
+        handle = _stream_handle(stream, self.tensors) if self._native.device >= 0 else 0
+        return self._native.next(handle)
 
     def __iter__(self):
         while (report := self.receive()) is not None:
@@ -110,8 +223,14 @@ class Subscriber:
 
     @property
     def version(self) -> int:
-        """The version the arrays hold."""
+        """The version the tensors hold."""
         return self._native.version
+
+    @property
+    def device(self) -> str:
+        """``"cpu"`` or ``"cuda:N"``: where the tensors live."""
+        d = self._native.device
+        return "cpu" if d < 0 else f"cuda:{d}"
 
     def close(self) -> None:
         self._native.close()

@@ -1,6 +1,7 @@
 // sparsesync._core: the codec of the header-only library for Python (diff, apply, inspect, checksum, layouts).
 // The public names and their documentation live in the pure-Python package above it (python/sparsesync/).
 // Arrays are borrowed, never copied (views.hpp); the GIL is released while the library works.
+#include "gpu.hpp"
 #include "net.hpp"
 #include "summary.hpp"
 #include "views.hpp"
@@ -211,5 +212,10 @@ NB_MODULE(_core, m) {
   bind_net(m);
 #else
   m.attr("has_tcp") = false;
+#endif
+#ifdef SPARSESYNC_PYTHON_CUDA
+  bind_gpu(m);
+#else
+  m.attr("has_cuda") = false;
 #endif
 }

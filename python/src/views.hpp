@@ -1,5 +1,6 @@
 // Python arrays -> the library's tensor views, checked against a layout and never copied: whatever nanobind
-// imports without conversion (the buffer protocol or DLPack: numpy, torch CPU tensors, ...) is used in place.
+// imports without conversion (the buffer protocol or DLPack: numpy, torch and cupy tensors, ...) is used in place.
+// Host arrays for the codec and the host engine; CUDA arrays (all on one GPU) for the engine's GPU placement.
 #pragma once
 
 #include <nanobind/nanobind.h>
@@ -7,6 +8,7 @@
 
 #include <sparsesync/core/layout.hpp>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -41,28 +43,36 @@ inline std::string describe(const nb::dlpack::dtype& d) {
   return s + std::to_string(d.bits);
 }
 
-template <bool Writable>
-using array_t = std::conditional_t<Writable, nb::ndarray<nb::device::cpu>, nb::ndarray<nb::ro, nb::device::cpu>>;
+// Where the arrays of a call must live: host memory, or the memory of one CUDA device.
+enum class placement { host, cuda };
+
+template <bool Writable, placement P>
+using array_t = std::conditional_t<
+    P == placement::host, std::conditional_t<Writable, nb::ndarray<nb::device::cpu>, nb::ndarray<nb::ro, nb::device::cpu>>,
+    std::conditional_t<Writable, nb::ndarray<nb::device::cuda>, nb::ndarray<nb::ro, nb::device::cuda>>>;
 
 // Arrays held for the duration of a call (the references keep their memory alive with the GIL released) and
-// the views into them.
-template <bool Writable>
+// the views into them. `device`: the CUDA device of a cuda placement's arrays.
+template <bool Writable, placement P = placement::host>
 struct held_views {
-  std::vector<array_t<Writable>> arrays;
+  std::vector<array_t<Writable, P>> arrays;
   std::vector<std::conditional_t<Writable, tensor_view, const_tensor_view>> views;
+  int device = -1;
 };
 
 // Converts `seq` (a sequence of arrays in layout order) into views. `what` names the argument in errors.
-// Every mismatch is an invalid_argument error naming the tensor.
-template <bool Writable>
-held_views<Writable> views_of(const model_layout& layout, nb::handle seq, const char* what) {
+// Every mismatch is an invalid_argument error naming the tensor. A cuda placement also takes `device`: the
+// GPU every array must live on (-1: whichever the first array is on).
+template <bool Writable, placement P = placement::host>
+held_views<Writable, P> views_of(const model_layout& layout, nb::handle seq, const char* what, int device = -1) {
   const auto fail = [&](const std::string& m) { throw error(errc::invalid_argument, std::string(what) + ": " + m); };
   if (!PySequence_Check(seq.ptr())) fail("expected a sequence of arrays in layout order");
   const Py_ssize_t n = PySequence_Size(seq.ptr());
   if (n < 0) throw nb::python_error();
   if (static_cast<std::size_t>(n) != layout.size())
     fail(std::to_string(n) + " arrays given, the layout has " + std::to_string(layout.size()) + " tensors");
-  held_views<Writable> out;
+  held_views<Writable, P> out;
+  out.device = device;
   out.arrays.reserve(layout.size());
   out.views.reserve(layout.size());
   for (std::size_t i = 0; i < layout.size(); ++i) {
@@ -70,12 +80,21 @@ held_views<Writable> views_of(const model_layout& layout, nb::handle seq, const 
     const std::string who = "tensor '" + t.name + "' (#" + std::to_string(i) + ")";
     nb::object item = nb::steal(PySequence_GetItem(seq.ptr(), static_cast<Py_ssize_t>(i)));
     if (!item.is_valid()) throw nb::python_error();
-    array_t<Writable> a;
+    array_t<Writable, P> a;
     // convert=false: an array that would need a copy (another device, a list) is refused, not silently copied.
     if (!nb::try_cast(item, a, false)) {
-      nb::ndarray<nb::ro, nb::device::cpu> readable;
-      if (Writable && nb::try_cast(item, readable, false)) fail(who + ": the array is read-only; apply writes into it");
-      fail(who + ": not a CPU array (numpy array, CPU torch tensor or another buffer/DLPack object expected)");
+      array_t<false, P> readable;
+      if (Writable && nb::try_cast(item, readable, false)) fail(who + ": the array is read-only; the library writes into it");
+      if constexpr (P == placement::host)
+        fail(who + ": not a CPU array (numpy array, CPU torch tensor or another buffer/DLPack object expected)");
+      else
+        fail(who + ": not a CUDA array (a torch or cupy tensor on a GPU, or another DLPack object in CUDA memory, expected)");
+    }
+    if constexpr (P == placement::cuda) {
+      if (out.device < 0) out.device = static_cast<int>(a.device_id());
+      if (static_cast<int>(a.device_id()) != out.device)
+        fail(who + ": on cuda:" + std::to_string(a.device_id()) + ", but the others are on cuda:" + std::to_string(out.device) +
+             " (one endpoint's tensors live on one GPU)");
     }
     if (!holds(a.dtype(), t.dtype))
       fail(who + ": element type " + describe(a.dtype()) + " cannot hold " + std::string(to_string(t.dtype)) +

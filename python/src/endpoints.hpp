@@ -1,0 +1,225 @@
+// Publisher and Subscriber for Python: the one sync engine (sync::sender / sync::receiver) over the
+// authenticated TCP transport, for arrays in host memory (net.cpp) or on a GPU (gpu.cpp). `Place` says where
+// the weights live: which sender and receiver that takes, how their backends are made, and how the engine's
+// work is ordered against the caller's CUDA stream.
+#pragma once
+
+#include "views.hpp"
+
+#include <sparsesync/sync/receiver.hpp>
+#include <sparsesync/sync/sender.hpp>
+#include <sparsesync/transport/asio_tcp.hpp>
+
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace sparsesync::python {
+
+using ms = std::chrono::milliseconds;
+
+inline ms to_ms(std::optional<double> seconds) { return seconds ? ms(static_cast<std::int64_t>(*seconds * 1000.0)) : no_timeout; }
+
+inline asio_tcp_options tcp_options(const std::string& key_file, std::optional<double> receive_timeout) {
+  asio_tcp_options o;
+  o.key = load_key_file(key_file);
+  o.receive_timeout = to_ms(receive_timeout);
+  return o;
+}
+
+inline nb::object bits_per_changed(std::uint64_t payload_bytes, std::uint64_t changed) {
+  return changed ? nb::cast(8.0 * static_cast<double>(payload_bytes) / static_cast<double>(changed)) : nb::none();
+}
+
+// Options that only a GPU placement reads; a host one refuses anything but the defaults.
+struct place_options {
+  int device = -1;                   // CUDA device (-1: the current one)
+  std::string snapshot = "device";   // the trainer's snapshot: "device" or "host_pinned"
+  std::string commit = "atomic";     // the worker's commit: "atomic" or "streamed"
+};
+
+template <class Place>
+class publisher {
+ public:
+  using sender_type = typename Place::sender_type;
+
+  publisher(const model_layout& layout, const std::string& host, std::uint16_t port, const std::string& key_file, const std::string& values,
+            std::uint64_t bucket_bytes, double ack_timeout, const place_options& where)
+      : layout_(layout), place_(where, /*trainer=*/true), listener_(host, port, tcp_options(key_file, std::nullopt)) {
+    if (bucket_bytes == 0) throw error(errc::invalid_argument, "bucket_bytes must be positive");
+    place_.emplace_sender(tx_, layout_, options(values, ack_timeout), fixed_bytes{bucket_bytes});
+  }
+
+  std::uint16_t port() const { return listener_.port(); }
+  int device() const { return place_.device(); }
+
+  std::size_t accept(std::optional<double> timeout) {
+    nb::gil_scoped_release unlocked;
+    return tx_->add_receiver(listener_.accept(to_ms(timeout)));
+  }
+
+  bool wait_for_receivers(std::size_t n, double timeout) {
+    nb::gil_scoped_release unlocked;
+    return tx_->wait_for_receivers(n, to_ms(timeout));
+  }
+
+  // `stream`: the CUDA stream whose work produced the weights (GPU placement; 0 is the legacy default stream).
+  nb::dict publish(std::uint64_t version, nb::handle tensors, std::uintptr_t stream) {
+    const auto weights = views_of<false, Place::where>(layout_, tensors, "tensors", place_.device());
+    sync::publish_report r;
+    {
+      nb::gil_scoped_release unlocked;
+      place_.order_after(stream);
+      r = tx_->publish(version, weights.views);
+    }
+    nb::dict d;
+    d["version"] = r.version;
+    d["numel"] = r.numel;
+    d["changed"] = r.changed;
+    d["payload_bytes"] = r.payload_bytes;
+    d["bits_per_changed"] = bits_per_changed(r.payload_bytes, r.changed);
+    d["target_checksum"] = r.target_checksum;
+    d["encode_ms"] = r.encode_seconds * 1e3;
+    d["snapshot_ms"] = r.snapshot_seconds * 1e3;
+    d["ms"] = r.seconds * 1e3;
+    d["acknowledged"] = r.acknowledged;
+    d["lagging"] = r.lagging;
+    d["receivers"] = receivers();
+    place_.report_memory(*tx_, d);
+    return d;
+  }
+
+  nb::list receivers() const {
+    nb::list out;
+    for (const auto& s : tx_->receivers()) {
+      nb::dict d;
+      d["id"] = s.id;
+      d["connected"] = s.connected;
+      d["version"] = s.has_version ? nb::cast(s.version) : nb::none();
+      d["bytes_sent"] = s.bytes_sent;
+      d["full_transfers"] = s.full_transfers;
+      d["lagging"] = s.lagging;
+      d["last_error"] = s.last_error;
+      out.append(d);
+    }
+    return out;
+  }
+
+  void close() {
+    nb::gil_scoped_release unlocked;
+    tx_->close();
+  }
+
+ private:
+  static sync::sender_options options(const std::string& values, double ack_timeout) {
+    sync::sender_options o;
+    const auto mode = parse_value_mode(values);
+    if (!mode) throw error(errc::invalid_argument, "values must be 'ulp' or 'absolute', not '" + values + "'");
+    o.encode.mode = *mode;
+    o.ack_timeout = to_ms(ack_timeout);
+    return o;
+  }
+
+  model_layout layout_;
+  Place place_;  // before the sender: its backends and stream outlive it
+  asio_tcp_listener listener_;
+  std::optional<sender_type> tx_;
+};
+
+template <class Place>
+class subscriber {
+ public:
+  using receiver_type = typename Place::receiver_type;
+
+  subscriber(const model_layout& layout, nb::handle tensors, const std::string& host, std::uint16_t port, const std::string& key_file,
+             std::optional<double> receive_timeout, double connect_timeout, std::optional<std::uint64_t> held_version,
+             const place_options& where)
+      : weights_(views_of<true, Place::where>(layout, tensors, "tensors", where.device)), place_(with_device(where, weights_.device), false) {
+    const auto opt = tcp_options(key_file, receive_timeout);
+    sync::receiver_options ro;
+    ro.has_version = held_version.has_value();
+    ro.version = held_version.value_or(0);
+    nb::gil_scoped_release unlocked;
+    // The publisher may still be starting: retry a refused connection every 100 ms until connect_timeout.
+    const int attempts = static_cast<int>(connect_timeout * 10.0);
+    place_.emplace_receiver(rx_, layout, weights_.views, connect_retrying(host, port, opt, attempts < 1 ? 1 : attempts), ro);
+  }
+
+  // `stream`: the CUDA stream that will read the weights next (GPU placement): it is ordered after the apply.
+  std::optional<nb::dict> next(std::uintptr_t stream) {
+    std::optional<sync::applied_version> v;
+    {
+      nb::gil_scoped_release unlocked;
+      v = rx_->next();
+      if (v) place_.order_before(stream);
+    }
+    if (!v) return std::nullopt;
+    nb::dict d;
+    d["version"] = v->version;
+    d["base_version"] = v->base_version;
+    d["full"] = v->full;
+    d["changed"] = v->changed;
+    d["payload_bytes"] = v->payload_bytes;
+    d["bits_per_changed"] = bits_per_changed(v->payload_bytes, v->changed);
+    d["checksum"] = v->checksum;
+    d["ms"] = v->seconds * 1e3;
+    return d;
+  }
+
+  std::uint64_t version() const { return rx_->version(); }
+  std::uint64_t sender_version() const { return rx_->sender_version(); }
+  int device() const { return place_.device(); }
+  void close() { rx_->close(); }
+
+ private:
+  static place_options with_device(place_options o, int device) {
+    o.device = device;
+    return o;
+  }
+
+  held_views<true, Place::where> weights_;  // the worker's own arrays, referenced for as long as the receiver writes them
+  Place place_;
+  std::optional<receiver_type> rx_;
+};
+
+template <class Place>
+void bind_endpoints(nb::module_& m, const char* publisher_name, const char* subscriber_name) {
+  using pub = publisher<Place>;
+  using sub = subscriber<Place>;
+  const auto where = [](int device, const std::string& snapshot, const std::string& commit) { return place_options{device, snapshot, commit}; };
+  nb::class_<pub>(m, publisher_name)
+      .def("__init__",
+           [where](pub* self, const model_layout& layout, const std::string& host, std::uint16_t port, const std::string& key_file,
+                   const std::string& values, std::uint64_t bucket_bytes, double ack_timeout, int device, const std::string& snapshot) {
+             new (self) pub(layout, host, port, key_file, values, bucket_bytes, ack_timeout, where(device, snapshot, "atomic"));
+           },
+           nb::arg("layout"), nb::arg("host"), nb::arg("port"), nb::arg("key_file"), nb::arg("values"), nb::arg("bucket_bytes"),
+           nb::arg("ack_timeout"), nb::arg("device"), nb::arg("snapshot"))
+      .def_prop_ro("port", &pub::port)
+      .def_prop_ro("device", &pub::device)
+      .def("accept", &pub::accept, nb::arg("timeout").none())
+      .def("wait_for_receivers", &pub::wait_for_receivers, nb::arg("n"), nb::arg("timeout"))
+      .def("publish", &pub::publish, nb::arg("version"), nb::arg("tensors"), nb::arg("stream"))
+      .def("receivers", &pub::receivers)
+      .def("close", &pub::close);
+  nb::class_<sub>(m, subscriber_name)
+      .def("__init__",
+           [where](sub* self, const model_layout& layout, nb::handle tensors, const std::string& host, std::uint16_t port,
+                   const std::string& key_file, std::optional<double> receive_timeout, double connect_timeout,
+                   std::optional<std::uint64_t> held_version, int device, const std::string& commit) {
+             new (self) sub(layout, tensors, host, port, key_file, receive_timeout, connect_timeout, held_version, where(device, "device", commit));
+           },
+           nb::arg("layout"), nb::arg("tensors"), nb::arg("host"), nb::arg("port"), nb::arg("key_file"), nb::arg("receive_timeout").none(),
+           nb::arg("connect_timeout"), nb::arg("held_version").none(), nb::arg("device"), nb::arg("commit"))
+      .def("next", &sub::next, nb::arg("stream"))
+      .def_prop_ro("version", &sub::version)
+      .def_prop_ro("sender_version", &sub::sender_version)
+      .def_prop_ro("device", &sub::device)
+      .def("close", &sub::close);
+}
+
+}  // namespace sparsesync::python
