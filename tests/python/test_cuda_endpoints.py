@@ -118,7 +118,7 @@ def test_gpu_trainer_to_gpu_worker_bit_identical(tmp_path, commit):
     assert reports[0]["full"] and not any(r["full"] for r in reports[1:])
     assert all(0 < p["changed"] < p["numel"] // 20 for p in published[1:])
     assert published[1]["snapshot_device_bytes"] > 0
-    assert status[0]["full_transfers"] == 1
+    assert status[0]["full_transfers"] == 0  # version 1 is itself from zero: no catch-up transfer was needed
 
 
 @needs_gpu
@@ -161,6 +161,19 @@ def test_restarted_worker_with_restored_weights_gets_patches_only(tmp_path):
         assert first[0]["full"] and not any(r["full"] for r in first[1:] + second)
         assert all(torch.equal(_bits(a), _bits(b)) for a, b in zip(trainer, worker))
         assert sum(r["full_transfers"] for r in pub.receivers()) == 0  # the restarted session's own count
+        # A worker joining late with nothing: one full transfer of the newest version (encoded on the trainer's
+        # GPU) as it joins, then patches.
+        late = [torch.zeros_like(t) for t in trainer]
+        worker[:] = late
+        t, third = session(None, 3)
+        for v in (5, 6):
+            trainer = _step(trainer, v)
+            assert pub.publish(v, trainer)["acknowledged"] == 1
+        t.join(60)
+        torch.cuda.synchronize()
+        assert [(r["version"], r["full"]) for r in third] == [(4, True), (5, False), (6, False)]
+        assert [r["full_transfers"] for r in pub.receivers() if r["version"] == 6] == [1]
+        assert all(torch.equal(_bits(a), _bits(b)) for a, b in zip(trainer, late))
 
 
 @needs_gpu
