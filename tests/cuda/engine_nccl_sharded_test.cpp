@@ -1,0 +1,98 @@
+// Sharded trainers over NCCL on four GPUs: trainer ranks 0 and 1 (GPUs 0 and 1) each hold only their flat shard
+// and publish it through their own sync::sender (device_source, frames kept on the GPU); workers on GPUs 2 and 3
+// assemble every version through a sync::sharded_receiver whose shard links are nccl_links (one pair
+// communicator per rank-worker pair; control messages in process), so each shard's frames go GPU to GPU. Checked:
+// every version bit-identical on both workers, one version number, the whole-model checksum equal to the sum of
+// the ranks' target checksums, and no rank holding more than its shard plus O(payload) of GPU memory.
+// Exits 77 (skipped) with fewer than four CUDA devices.
+#include <sparsesync/transport/inproc.hpp>
+#include <sparsesync/transport/nccl_link.hpp>
+
+#include <doctest/doctest.h>
+
+#include "gpu_sync_fixtures.hpp"
+#include "require_gpu.cuh"  // host code only
+#include "sharded_fixtures.hpp"
+
+#include <future>
+#include <memory>
+#include <random>
+#include <vector>
+
+using namespace sparsesync;
+using namespace std::chrono_literals;
+
+namespace {
+
+const int gpus = sparsesync_test::require_gpus_or_skip(4);
+using link = nccl_link<inproc_transport>;
+using rank_state = sparsesync_test::rank_state<link>;
+using worker_state = sparsesync_test::worker_state<link>;
+
+nccl_link_options on(int device, std::chrono::milliseconds timeout) {
+  nccl_link_options o;
+  o.device = device;
+  o.timeout = timeout;
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("two trainer ranks (GPUs 0, 1) -> two workers (GPUs 2, 3) over NCCL: sharded, bit-identical, shard-sized trainer memory") {
+  const auto full = sparsesync_test::test_layout();
+  auto model = sparsesync_test::random_weights(full.numel());
+  cuda::device_source_options so;
+  so.frames_on_device = true;  // frames travel GPU to GPU
+  std::vector<std::unique_ptr<rank_state>> ranks;
+  for (std::size_t r = 0; r < 2; ++r) ranks.push_back(std::make_unique<rank_state>(full, r, 2, static_cast<int>(r), 1u << 20, so));
+  std::vector<std::unique_ptr<worker_state>> workers;
+  for (int w = 0; w < 2; ++w) {
+    auto ws = std::make_unique<worker_state>(full, 2 + w);
+    std::vector<worker_state::receiver_type::shard_link> links;
+    for (auto& r : ranks) {
+      auto [a, b] = make_inproc_pair();
+      auto worker_end = std::async(std::launch::async, [b = std::move(b), d = ws->device]() mutable { return link::connect_receiver(std::move(b), on(d, 30s)); });
+      r->tx->add_receiver(link::connect_sender(std::move(a), on(r->device, 10s)));
+      links.push_back(ws->link_for(full, r->pieces, worker_end.get()));
+    }
+    ws->rx = std::make_unique<worker_state::receiver_type>(full, std::move(links));
+    workers.push_back(std::move(ws));
+  }
+  for (auto& w : workers) w->start();
+
+  std::mt19937_64 rng(23);
+  for (std::uint64_t v = 1; v <= 5; ++v) {
+    if (v > 1) sparsesync_test::step(model, rng);
+    for (auto& r : ranks) r->take(full, model);
+    std::vector<sync::publish_report> reports(ranks.size());
+    std::vector<std::thread> t;
+    for (std::size_t i = 0; i < ranks.size(); ++i) t.emplace_back([&, i] { reports[i] = ranks[i]->tx->publish(v, ranks[i]->views()); });
+    for (auto& x : t) x.join();
+    for (const auto& r : reports) CHECK(r.acknowledged == 2);
+    const std::uint64_t whole = reports[0].target_checksum + reports[1].target_checksum;
+    for (auto& w : workers) {
+      std::shared_lock lock(w->rx->weights_mutex());
+      CHECK(w->rx->version() == v);
+      CHECK(w->rx->checksum() == whole);
+      CHECK(w->download(full) == model);
+    }
+    if (v > 1)
+      for (std::size_t i = 0; i < ranks.size(); ++i) {
+        // Its shard's snapshot, and scratch that scales with the payload, never with the full model.
+        const auto m = ranks[i]->tx->source().memory();
+        const std::uint64_t shard_bytes = ranks[i]->layout.numel() * 2;
+        CHECK(m.snapshot_device == shard_bytes);
+        CHECK(m.snapshot_device + m.scratch_device < full.numel() * 2);
+        MESSAGE("rank " << i << ": shard " << shard_bytes << " B, snapshot " << m.snapshot_device << " B, scratch and frames " << m.scratch_device
+                        << " B, payload " << reports[i].payload_bytes << " B (model " << full.numel() * 2 << " B)");
+      }
+  }
+  for (auto& r : ranks) r->tx->close();
+  for (auto& w : workers) {
+    w->thread.join();
+    REQUIRE(w->got.size() == 5);
+    CHECK(w->got.front().full);
+    CHECK_FALSE(w->got.back().full);
+  }
+  MESSAGE("GPUs: " << gpus << "; ranks on 0, 1; workers on 2, 3");
+}
