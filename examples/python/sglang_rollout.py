@@ -17,7 +17,7 @@ from sparsesync.integrations.worker import PatchMaker
 
 model_name = sys.argv[1] if len(sys.argv) > 1 else "Qwen/Qwen2.5-0.5B-Instruct"
 policy = AutoModelForCausalLM.from_pretrained(model_name, torch_dtype=torch.bfloat16)
-weights = lambda: {n: p.detach() for n, p in policy.state_dict().items()}
+weights = lambda: {n: p.detach() for n, p in policy.named_parameters()}  # a tied lm_head once
 
 engine = sglang.Engine(model_path=model_name, custom_weight_loader=[sg.LOAD_FORMAT])
 maker = PatchMaker(PatchMaker.layout_entries(weights()), base=weights(), values="ulp")

@@ -17,7 +17,8 @@ from sparsesync.integrations.worker import PatchMaker
 
 model_name = sys.argv[1] if len(sys.argv) > 1 else "Qwen/Qwen2.5-0.5B-Instruct"
 policy = AutoModelForCausalLM.from_pretrained(model_name, torch_dtype=torch.bfloat16)
-weights = lambda: {n: p.detach() for n, p in policy.state_dict().items()}  # checkpoint (HF) names
+# named_parameters, not state_dict: a tied lm_head appears once (as the checkpoint has it)
+weights = lambda: {n: p.detach() for n, p in policy.named_parameters()}  # checkpoint (HF) names
 
 # The engine starts from the same checkpoint, so the first patch is already sparse (base=).
 llm = LLM(model_name, weight_transfer_config=WeightTransferConfig(backend="sparsesync"))
