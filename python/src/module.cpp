@@ -178,6 +178,7 @@ void translate(const std::exception_ptr& p, void*) {
 NB_MODULE(_core, m) {
   m.doc() = "sparsesync's native codec; use the `sparsesync` package, which documents every name.";
   nb::register_exception_translator(translate);
+  { void bind_changes(nb::module_&); bind_changes(m); }  // changes.cpp: decode_changes and checksum helpers (integrations/)
 
   nb::class_<model_layout>(m, "Layout")
       .def("__init__", [](model_layout* self, const std::vector<entry>& entries) { new (self) model_layout(make_layout(entries)); },
