@@ -7,6 +7,8 @@
 // changes as flat offsets and coded values. What needs the old values (resolving `ulp` steps, rejecting
 // no-op changes, the base and target content checksums) is the caller's: element_hash_delta and
 // content_checksum compute the library's checksums over the values it gathers.
+#include "changes.hpp"
+
 #include <sparsesync/sparsesync.hpp>
 
 #include <nanobind/nanobind.h>

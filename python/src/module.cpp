@@ -1,6 +1,7 @@
 // sparsesync._core: the codec of the header-only library for Python (diff, apply, inspect, checksum, layouts).
 // The public names and their documentation live in the pure-Python package above it (python/sparsesync/).
 // Arrays are borrowed, never copied (views.hpp); the GIL is released while the library works.
+#include "changes.hpp"
 #include "gpu.hpp"
 #include "net.hpp"
 #include "summary.hpp"
@@ -178,7 +179,7 @@ void translate(const std::exception_ptr& p, void*) {
 NB_MODULE(_core, m) {
   m.doc() = "sparsesync's native codec; use the `sparsesync` package, which documents every name.";
   nb::register_exception_translator(translate);
-  { void bind_changes(nb::module_&); bind_changes(m); }  // changes.cpp: decode_changes and checksum helpers (integrations/)
+  bind_changes(m);
 
   nb::class_<model_layout>(m, "Layout")
       .def("__init__", [](model_layout* self, const std::vector<entry>& entries) { new (self) model_layout(make_layout(entries)); },
