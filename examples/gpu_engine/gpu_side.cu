@@ -1,4 +1,4 @@
-// The GPU side of gpu_tcp_engine.cpp (see gpu_side.hpp).
+// The GPU side of gpu_engine.cpp (see gpu_side.hpp).
 #include "gpu_side.hpp"
 
 #include <sparsesync/cuda/cuda_error.hpp>
@@ -43,11 +43,15 @@ int device_count() {
   return cudaGetDeviceCount(&n) == cudaSuccess ? n : 0;
 }
 
-gpu_weights::gpu_weights(const sparsesync::model_layout& layout) : layout_(layout) {
+gpu_weights::gpu_weights(const sparsesync::model_layout& layout, int device) : layout_(layout), device_(device) {
+  sc::throw_on_cuda_error(cudaSetDevice(device_), "cudaSetDevice");
   sc::throw_on_cuda_error(cudaMalloc(&data_, layout.numel() * 2), "cudaMalloc");
   sc::throw_on_cuda_error(cudaMemset(data_, 0, layout.numel() * 2), "cudaMemset");
 }
-gpu_weights::~gpu_weights() { cudaFree(data_); }
+gpu_weights::~gpu_weights() {
+  cudaSetDevice(device_);
+  cudaFree(data_);
+}
 
 std::vector<sparsesync::tensor_view> gpu_weights::views() const {
   std::vector<sparsesync::tensor_view> v;
@@ -57,30 +61,48 @@ std::vector<sparsesync::tensor_view> gpu_weights::views() const {
 }
 
 void gpu_weights::fill_random(std::uint64_t seed) {
+  sc::throw_on_cuda_error(cudaSetDevice(device_), "cudaSetDevice");
   fill<<<1024, 256>>>(static_cast<std::uint16_t*>(data_), layout_.numel(), seed);
   sc::throw_on_cuda_error(cudaDeviceSynchronize(), "fill");
 }
 
 void gpu_weights::step(std::uint64_t s, double density) {
+  sc::throw_on_cuda_error(cudaSetDevice(device_), "cudaSetDevice");
   step_kernel<<<1024, 256>>>(static_cast<std::uint16_t*>(data_), layout_.numel(), s, static_cast<std::uint64_t>(density * double(1ull << 53)));
   sc::throw_on_cuda_error(cudaDeviceSynchronize(), "step");
 }
 
 bool gpu_weights::equals(const gpu_weights& other) const {
+  sc::throw_on_cuda_error(cudaSetDevice(device_), "cudaSetDevice");
+  const std::size_t bytes = layout_.numel() * 2;
+  // The other's weights on this GPU first when they live on another (a kernel may not read a peer's memory).
+  void* theirs = other.data_;
+  if (other.device_ != device_) {
+    sc::throw_on_cuda_error(cudaMalloc(&theirs, bytes), "cudaMalloc");
+    sc::throw_on_cuda_error(cudaMemcpyPeer(theirs, device_, other.data_, other.device_, bytes), "cudaMemcpyPeer");
+  }
   unsigned long long* d = nullptr;
   sc::throw_on_cuda_error(cudaMalloc(&d, 8), "cudaMalloc");
   cudaMemset(d, 0, 8);
-  differ<<<1024, 256>>>(static_cast<const std::uint16_t*>(data_), static_cast<const std::uint16_t*>(other.data_), layout_.numel(), d);
+  differ<<<1024, 256>>>(static_cast<const std::uint16_t*>(data_), static_cast<const std::uint16_t*>(theirs), layout_.numel(), d);
   unsigned long long h = 1;
   sc::throw_on_cuda_error(cudaMemcpy(&h, d, 8, cudaMemcpyDeviceToHost), "compare");
   cudaFree(d);
+  if (theirs != other.data_) cudaFree(theirs);
   return h == 0;
 }
 
 // The legacy default stream orders the encode after the step kernels above (a trainer passes its own stream).
-std::unique_ptr<sparsesync::sync::device_encoder_backend> trainer_backend() { return sc::compiled_device_encoder_backend({}); }
+// A backend lives on the GPU current when it is made.
+std::unique_ptr<sparsesync::sync::device_encoder_backend> trainer_backend(const gpu_weights& w, bool frames_on_device) {
+  sc::throw_on_cuda_error(cudaSetDevice(w.device()), "cudaSetDevice");
+  sc::device_source_options o;
+  o.frames_on_device = frames_on_device;
+  return sc::compiled_device_encoder_backend(o);
+}
 
 std::unique_ptr<sparsesync::sync::device_applier_backend> worker_backend(const sparsesync::model_layout& layout, const gpu_weights& w) {
+  sc::throw_on_cuda_error(cudaSetDevice(w.device()), "cudaSetDevice");
   const auto views = w.views();
   return sc::compiled_device_applier_backend(layout, views, {});
 }
