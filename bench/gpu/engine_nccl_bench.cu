@@ -8,7 +8,7 @@
 // backends come compiled from sparsesync::cuda_engine (this file compiles only the model generator's kernels).
 //
 //   engine_nccl_bench [--layers N (28)] [--density D (0.01)] [--versions V (5)] [--workers W (all other GPUs)]
-//                     [--commit atomic|streamed|both] [--bucket-mb M (256)] [--encode-lanes E (4)] [--verify-lanes L (4)]
+//                     [--commit atomic|streamed|both] [--bucket-mb M (512: sync::device_bucket_bytes)] [--encode-lanes E (4)] [--verify-lanes L (4)]
 //                     [--configs MB:E:L,... (runs each configuration in turn, same process, same GPUs)] [--json FILE]
 // The rows name the configuration; per-bucket cost = version time / buckets. Worker 0's host time is split into
 // waiting for control messages (between versions too), device receives, sink calls that enqueue the verify
@@ -116,7 +116,7 @@ struct options {
   int versions = 5;
   int workers = 0;
   std::string commit = "both";
-  std::uint64_t bucket_mb = 256;  // fixed_bytes default
+  std::uint64_t bucket_mb = sync::device_bucket_bytes >> 20;
   unsigned encode_lanes = 4, verify_lanes = 4;
   std::string json;
 };
