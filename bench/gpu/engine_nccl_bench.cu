@@ -8,7 +8,11 @@
 // backends come compiled from sparsesync::cuda_engine (this file compiles only the model generator's kernels).
 //
 //   engine_nccl_bench [--layers N (28)] [--density D (0.01)] [--versions V (5)] [--workers W (all other GPUs)]
-//                     [--commit atomic|streamed|both] [--bucket-mb M (256)] [--json FILE]
+//                     [--commit atomic|streamed|both] [--bucket-mb M (512: sync::device_bucket_bytes)] [--encode-lanes E (4)] [--verify-lanes L (4)]
+//                     [--configs MB:E:L,... (runs each configuration in turn, same process, same GPUs)] [--json FILE]
+// The rows name the configuration; per-bucket cost = version time / buckets. Worker 0's host time is split into
+// waiting for control messages (between versions too), device receives, sink calls that enqueue the verify
+// (add), finish (waits for the GPU's verdict: the verify backlog) and commit.
 #include <sparsesync/cuda/sync/device_engine_compiled.hpp>
 #include <sparsesync/sync/receiver.hpp>
 #include <sparsesync/sync/sender.hpp>
@@ -17,7 +21,9 @@
 
 #include "bench_support.cuh"
 
+#include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <future>
 #include <memory>
 #include <mutex>
@@ -71,14 +77,54 @@ class timed_link {
 };
 using link_t = timed_link;
 
+// Calls f, adding its duration in ms to `into` (also when it throws).
+template <class F>
+decltype(auto) timed(double& into, F&& f) {
+  struct add_on_exit {
+    double& into;
+    std::chrono::steady_clock::time_point t = std::chrono::steady_clock::now();
+    ~add_on_exit() { into += ms_since(t); }
+  } guard{into};
+  return f();
+}
+
+// A device_sink that adds up where the worker's thread spent its time in the sink (read between versions).
+class timed_sink {
+ public:
+  explicit timed_sink(sync::device_sink inner) : inner_(std::move(inner)) {}
+  void prepare(const model_layout& l) { inner_.prepare(l); }
+  std::uint64_t checksum() { return inner_.checksum(); }
+  void begin(bool full, std::optional<std::uint64_t> known) { timed(add_ms, [&] { inner_.begin(full, known); }); }
+  status add_bucket(std::span<const unsigned char> f) { return timed(add_ms, [&] { return inner_.add_bucket(f); }); }
+  sync::device_slot device_frame_slot(std::size_t bytes) { return timed(add_ms, [&] { return inner_.device_frame_slot(bytes); }); }
+  status add_device_bucket(std::span<const unsigned char> head) { return timed(add_ms, [&] { return inner_.add_device_bucket(head); }); }
+  status finish(const patch_header& h) { return timed(finish_ms, [&] { return inner_.finish(h); }); }
+  void commit() { timed(commit_ms, [&] { inner_.commit(); }); }
+  void abort() { inner_.abort(); }
+  [[nodiscard]] std::uint64_t changed() const { return inner_.changed(); }
+  [[nodiscard]] std::uint64_t target_checksum() const { return inner_.target_checksum(); }
+  double add_ms = 0, finish_ms = 0, commit_ms = 0;
+
+ private:
+  sync::device_sink inner_;
+};
+static_assert(sync::device_frame_sink<timed_sink>);
+
 struct options {
   std::uint64_t layers = 28;
   double density = 0.01;
   int versions = 5;
   int workers = 0;
   std::string commit = "both";
-  std::uint64_t bucket_mb = 256;  // fixed_bytes default
+  std::uint64_t bucket_mb = sync::device_bucket_bytes >> 20;
+  unsigned encode_lanes = 4, verify_lanes = 4;
   std::string json;
+};
+
+// One engine configuration of a --configs list.
+struct engine_config {
+  std::uint64_t bucket_mb;
+  unsigned encode_lanes, verify_lanes;
 };
 
 // The dense baseline: the model broadcast from GPU 0 into each worker GPU's weights, on one communicator.
@@ -132,10 +178,10 @@ std::uint64_t differences(const gpu_model& trainer, const gpu_model& w, int w_de
   return count_differences(trainer, scratch);
 }
 
-void run_engine(const model_layout& layout, const options& o, sc::frame_commit_mode mode, gpu_model& trainer,
+void run_engine(const model_layout& layout, const options& o, const engine_config& c, sc::frame_commit_mode mode, gpu_model& trainer,
                 std::vector<std::unique_ptr<gpu_model>>& workers, gpu_model& scratch) {
   using sender_t = sync::sender<rice, fixed_bytes, link_t, sync::device_source>;
-  using receiver_t = sync::receiver<link_t, sync::device_sink>;
+  using receiver_t = sync::receiver<link_t, timed_sink>;
   const char* mode_name = mode == sc::frame_commit_mode::atomic ? "atomic" : "streamed";
   const int nw = static_cast<int>(workers.size());
   CK(cudaSetDevice(0));
@@ -160,7 +206,10 @@ void run_engine(const model_layout& layout, const options& o, sc::frame_commit_m
     dso.stream = stream;
     dso.expected_density = o.density * 1.5;
     dso.frames_on_device = true;
-    sender_t tx(layout, so, fixed_bytes{o.bucket_mb << 20}, sync::device_source<rice>(sc::compiled_device_encoder_backend(dso)));
+    dso.encode_lanes = c.encode_lanes;
+    const fixed_bytes policy{c.bucket_mb << 20};
+    const std::size_t buckets = policy.plan(layout, default_log2_chunk).size();
+    sender_t tx(layout, so, policy, sync::device_source<rice>(sc::compiled_device_encoder_backend(dso)));
     std::vector<std::unique_ptr<receiver_t>> rx(nw);
     auto send_ms = std::make_shared<double>(0.0);  // worker 0's session
     for (int i = 0; i < nw; ++i) {
@@ -174,7 +223,11 @@ void run_engine(const model_layout& layout, const options& o, sc::frame_commit_m
       to.timeout = std::chrono::seconds(60);
       tx.add_receiver(link_t(nccl_t::connect_sender(std::move(a), to), i == 0 ? send_ms : nullptr));
       CK(cudaSetDevice(i + 1));
-      rx[i] = std::make_unique<receiver_t>(layout, sync::device_sink(sc::compiled_device_applier_backend(layout, workers[i]->views, {wstreams[i], mode})),
+      sc::device_sink_options sink_opt;
+      sink_opt.stream = wstreams[i];
+      sink_opt.commit = mode;
+      sink_opt.verify_lanes = c.verify_lanes;
+      rx[i] = std::make_unique<receiver_t>(layout, timed_sink(sync::device_sink(sc::compiled_device_applier_backend(layout, workers[i]->views, sink_opt))),
                                            worker_end.get());
     }
     CK(cudaSetDevice(0));
@@ -228,18 +281,24 @@ void run_engine(const model_layout& layout, const options& o, sc::frame_commit_m
         l.control_ms = l.device_ms = 0;
         l.frames = 0;
       }
+      auto& sink0 = rx[0]->sink();
+      const double add_ms = std::exchange(sink0.add_ms, 0.0), finish_ms = std::exchange(sink0.finish_ms, 0.0),
+                   commit_ms = std::exchange(sink0.commit_ms, 0.0);
       const double session_send_ms = std::exchange(*send_ms, 0.0);
       const auto link_stats = rx[0]->link().stats();
       for (int i = 0; i < nw; ++i)
         if (const auto d = differences(trainer, *workers[i], i + 1, scratch); d != 0)
           throw std::runtime_error("worker " + std::to_string(i) + " differs from the trainer in " + std::to_string(d) + " elements");
-      char line[1024];
+      char line[1400];
       std::snprintf(line, sizeof line,
-                    "\"row\":\"engine_nccl_version\",\"commit\":\"%s\",\"workers\":%d,\"version\":%d,\"full\":%s,\"changed\":%llu,"
+                    "\"row\":\"engine_nccl_version\",\"bucket_mb\":%llu,\"buckets\":%zu,\"encode_lanes\":%u,\"verify_lanes\":%u,"
+                    "\"worker0_sink_add_ms\":%.3f,\"worker0_sink_finish_ms\":%.3f,\"worker0_sink_commit_ms\":%.3f,"
+                    "\"commit\":\"%s\",\"workers\":%d,\"version\":%d,\"full\":%s,\"changed\":%llu,"
                     "\"payload_bytes\":%llu,\"version_ms\":%.3f,\"encode_ms\":%.3f,\"snapshot_ms\":%.3f,\"gpu_wait_ms\":%.3f,"
                     "\"frame_copy_ms\":%.3f,\"hand_off_ms\":%.3f,\"launch_ms\":%.3f,\"slowest_worker_ms\":%.3f,\"worker0_frames\":%llu,"
                     "\"worker0_control_wait_ms\":%.3f,\"worker0_device_receive_ms\":%.3f,\"session0_send_device_ms\":%.3f,"
                     "\"worker0_deferred_nccl_calls\":%llu,\"bit_identical\":true",
+                    static_cast<unsigned long long>(c.bucket_mb), buckets, c.encode_lanes, c.verify_lanes, add_ms, finish_ms, commit_ms,
                     mode_name, nw, v, v == 1 ? "true" : "false", static_cast<unsigned long long>(r.changed),
                     static_cast<unsigned long long>(r.payload_bytes), ms, r.encode_seconds * 1e3, r.snapshot_seconds * 1e3,
                     r.source.gpu_wait_seconds * 1e3, r.source.download_seconds * 1e3, r.source.hand_off_seconds * 1e3,
@@ -258,12 +317,15 @@ void run_engine(const model_layout& layout, const options& o, sc::frame_commit_m
     std::size_t free1 = 0;
     CK(cudaMemGetInfo(&free1, &total));
     const auto tm = tx.source().memory();
-    char line[1024];
+    char line[1400];
     std::snprintf(line, sizeof line,
-                  "\"row\":\"engine_nccl_summary\",\"commit\":\"%s\",\"workers\":%d,\"density\":%.4f,\"versions\":%d,\"median_version_ms\":%.3f,"
+                  "\"row\":\"engine_nccl_summary\",\"bucket_mb\":%llu,\"buckets\":%zu,\"encode_lanes\":%u,\"verify_lanes\":%u,"
+                  "\"median_ms_per_bucket\":%.4f,\"commit\":\"%s\",\"workers\":%d,\"density\":%.4f,\"versions\":%d,\"median_version_ms\":%.3f,"
                   "\"median_encode_ms\":%.3f,\"median_snapshot_advance_ms\":%.3f,\"median_slowest_worker_ms\":%.3f,\"bits_per_change\":%.3f,"
                   "\"trainer_snapshot_gpu_bytes\":%llu,\"trainer_scratch_gpu_bytes\":%llu,\"trainer_gpu_bytes_held_by_engine\":%llu",
-                  mode_name, nw, o.density, o.versions, median(version_ms), median(encode_ms), median(snapshot_ms), median(apply_ms), bits,
+                  static_cast<unsigned long long>(c.bucket_mb), buckets, c.encode_lanes, c.verify_lanes,
+                  median(version_ms) / static_cast<double>(std::max<std::size_t>(1, buckets)), mode_name, nw, o.density, o.versions,
+                  median(version_ms), median(encode_ms), median(snapshot_ms), median(apply_ms), bits,
                   static_cast<unsigned long long>(tm.snapshot_device), static_cast<unsigned long long>(tm.scratch_device),
                   static_cast<unsigned long long>(free0 - free1));
     emit(line);
@@ -283,6 +345,7 @@ void run_engine(const model_layout& layout, const options& o, sc::frame_commit_m
 int main(int argc, char** argv) {
   ::setenv("NCCL_NVLS_ENABLE", "0", 0);
   options o;
+  std::string configs_arg;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     const auto next = [&] { return i + 1 < argc ? std::string(argv[++i]) : std::string(); };
@@ -292,12 +355,30 @@ int main(int argc, char** argv) {
     else if (a == "--workers") o.workers = std::stoi(next());
     else if (a == "--commit") o.commit = next();
     else if (a == "--bucket-mb") o.bucket_mb = std::stoull(next());
+    else if (a == "--encode-lanes") o.encode_lanes = static_cast<unsigned>(std::stoul(next()));
+    else if (a == "--verify-lanes") o.verify_lanes = static_cast<unsigned>(std::stoul(next()));
+    else if (a == "--configs") configs_arg = next();
     else if (a == "--json") o.json = next();
     else {
-      std::fprintf(stderr, "usage: engine_nccl_bench [--layers N] [--density D] [--versions V] [--workers W] [--commit atomic|streamed|both] [--bucket-mb M] [--json FILE]\n");
+      std::fprintf(stderr, "usage: engine_nccl_bench [--layers N] [--density D] [--versions V] [--workers W] [--commit atomic|streamed|both] "
+                           "[--bucket-mb M] [--encode-lanes E] [--verify-lanes L] [--configs MB:E:L,...] [--json FILE]\n");
       return 2;
     }
   }
+  std::vector<engine_config> configs;
+  for (std::size_t at = 0; at < configs_arg.size();) {
+    const std::size_t end = std::min(configs_arg.find(',', at), configs_arg.size());
+    engine_config c{};
+    unsigned long long mb = 0;
+    if (std::sscanf(configs_arg.substr(at, end - at).c_str(), "%llu:%u:%u", &mb, &c.encode_lanes, &c.verify_lanes) != 3) {
+      std::fprintf(stderr, "engine_nccl_bench: --configs takes MB:E:L,... (bucket MiB, encode lanes, verify lanes)\n");
+      return 2;
+    }
+    c.bucket_mb = mb;
+    configs.push_back(c);
+    at = end + 1;
+  }
+  if (configs.empty()) configs.push_back({o.bucket_mb, o.encode_lanes, o.verify_lanes});
   int n = 0;
   if (cudaGetDeviceCount(&n) != cudaSuccess || n < 2) {
     std::printf("fewer than two CUDA devices: skipped\n");
@@ -323,8 +404,10 @@ int main(int argc, char** argv) {
       workers.push_back(std::make_unique<gpu_model>(layout));
     }
     CK(cudaSetDevice(0));
-    if (o.commit == "atomic" || o.commit == "both") run_engine(layout, o, sc::frame_commit_mode::atomic, trainer, workers, scratch);
-    if (o.commit == "streamed" || o.commit == "both") run_engine(layout, o, sc::frame_commit_mode::streamed, trainer, workers, scratch);
+    for (const auto& c : configs) {
+      if (o.commit == "atomic" || o.commit == "both") run_engine(layout, o, c, sc::frame_commit_mode::atomic, trainer, workers, scratch);
+      if (o.commit == "streamed" || o.commit == "both") run_engine(layout, o, c, sc::frame_commit_mode::streamed, trainer, workers, scratch);
+    }
     dense_broadcast(trainer, workers);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "engine_nccl_bench: %s\n", e.what());

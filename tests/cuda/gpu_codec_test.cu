@@ -512,6 +512,61 @@ TEST_CASE("GPU apply in place: frames of every encoder, mode and dtype; bucket b
         dm.download(got);
         CHECK(got.bytes == target.bytes);
       }
+      // The same on three lanes (apply_plan::set_lanes: buckets verify side by side, joined in bucket order):
+      // atomic; streamed with a refused closing header, rolled back; and buckets given out of order, refused.
+      {
+        std::vector<cudaStream_t> lanes(3);
+        for (auto& l : lanes) REQUIRE(cudaStreamCreateWithFlags(&l, cudaStreamNonBlocking) == cudaSuccess);
+        {
+          device_model dm(base);
+          sc::apply_plan ap(layout, acfg);
+          ap.set_lanes(lanes);
+          for (auto [off, len] : frames) ap.verify(dpatch.p + off, len, dm.d_ptrs);
+          ap.check_patch(pro.header);
+          for (auto [off, len] : frames) ap.commit(dpatch.p + off, len, dm.d_ptrs);
+          const auto r = ap.result();
+          INFO(name_of(c, 12) << " lanes, atomic: " << r.status.message());
+          CHECK(r.status.ok());
+          CHECK_EQ(r.committed, frames.size());
+          host_model got(layout);
+          dm.download(got);
+          CHECK(got.bytes == target.bytes);
+        }
+        {
+          device_model dm(base);
+          sc::apply_plan ap(layout, acfg);
+          ap.set_lanes(lanes);
+          for (auto [off, len] : frames) ap.apply_undoable(dpatch.p + off, len, dm.d_ptrs);
+          patch_header bad = pro.header;
+          bad.target_checksum ^= 1;
+          ap.check_patch(bad);
+          const auto r = ap.result();
+          INFO(name_of(c, 12) << " lanes, streamed: " << r.status.message());
+          CHECK_FALSE(r.status.ok());
+          CHECK_EQ(r.committed, frames.size());
+          ap.rollback(dm.d_ptrs);
+          host_model got(layout);
+          dm.download(got);
+          CHECK(got.bytes == base.bytes);
+        }
+        if (frames.size() > 1) {
+          device_model dm(base);
+          sc::apply_plan ap(layout, acfg);
+          ap.set_lanes(lanes);
+          std::vector<std::pair<std::size_t, std::size_t>> swapped = frames;
+          std::swap(swapped[0], swapped[1]);
+          for (auto [off, len] : swapped) ap.apply_undoable(dpatch.p + off, len, dm.d_ptrs);
+          ap.check_patch(pro.header);
+          const auto r = ap.result();
+          CHECK_FALSE(r.status.ok());
+          CHECK_EQ(r.committed, 0);
+          ap.rollback(dm.d_ptrs);
+          host_model got(layout);
+          dm.download(got);
+          CHECK(got.bytes == base.bytes);
+        }
+        for (auto l : lanes) cudaStreamDestroy(l);
+      }
       // A patch applied to the wrong base is refused and nothing is written (the last bucket is the bad one).
       {
         host_model wrong = base;

@@ -54,6 +54,26 @@ cudaError_t verify_bucket(void* d_temp, std::size_t& temp_bytes, const device_la
                                         detail::apply_phase::verify);
 }
 
+// verify_bucket in two parts, so that the buckets of one patch verify side by side (the sequential decoders, a
+// thread per chunk, leave most of the GPU idle for one bucket): verify_bucket_unordered reads nothing of
+// *d_state (any stream, beside other buckets' verifies); join_verified_bucket (same d_temp, frame and cfg; in
+// bucket order, on one stream) checks that the bucket is the patch's next one, index and tiling, and adds its
+// verdict, as verify_bucket's last step does. A commit_bucket with right_after_verify may follow the join.
+template <class Policy = default_policy>
+cudaError_t verify_bucket_unordered(void* d_temp, std::size_t& temp_bytes, const device_layout& layout, void* const* d_model,
+                                    const unsigned char* d_frame, std::size_t frame_bytes, apply_state* d_state,
+                                    const apply_config& cfg = {}, cudaStream_t stream = nullptr) {
+  return detail::dispatch_apply<Policy>(d_temp, temp_bytes, layout, d_model, d_frame, frame_bytes, d_state, cfg, stream,
+                                        detail::apply_phase::verify_unordered);
+}
+template <class Policy = default_policy>
+cudaError_t join_verified_bucket(void* d_temp, std::size_t temp_bytes, const device_layout& layout, void* const* d_model,
+                                 const unsigned char* d_frame, std::size_t frame_bytes, apply_state* d_state, const apply_config& cfg = {},
+                                 cudaStream_t stream = nullptr) {
+  if (d_temp == nullptr) return cudaErrorInvalidValue;
+  return detail::dispatch_apply<Policy>(d_temp, temp_bytes, layout, d_model, d_frame, frame_bytes, d_state, cfg, stream, detail::apply_phase::join);
+}
+
 // Writes a verified bucket's changes into the model, in place, if *d_state holds no failure (of this bucket
 // or any other verified so far). `right_after_verify`: the previous call on this d_temp was verify_bucket of
 // the same frame, so its parsed tables are reused; otherwise they are rebuilt (and re-validated).

@@ -4,9 +4,11 @@
 // report payload problems as sparsesync::status, like the host reader.
 //
 // Host synchronization: encode_plan::wait() waits for its own encode (an event: encodes enqueued behind it
-// keep running) and apply_plan::result() does one stream synchronization, each to read a 64-byte result; apply_plan::verify/commit/apply read a frame's 8-byte change count first (one
-// synchronization per bucket) to size the staging list; everything else only enqueues work on the plan's
-// stream. The low-level functions (encode.cuh, apply.cuh) never synchronize.
+// keep running) and apply_plan::result() does one stream synchronization, each to read a 64-byte result;
+// apply_plan::verify/commit/apply read a frame's counts from its host copy when the caller has one, else from
+// the device (one synchronization per bucket) to size the staging list; everything else only enqueues work on
+// the plan's stream (and, with apply_plan::set_lanes, on the lanes). The low-level functions (encode.cuh,
+// apply.cuh) never synchronize.
 #pragma once
 
 #include <sparsesync/cuda/apply.cuh>
@@ -17,6 +19,7 @@
 #include <array>
 #include <cstring>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <stdexcept>
 #include <span>
@@ -80,6 +83,23 @@ class pinned {
 
  private:
   T* p_ = nullptr;
+};
+
+// A CUDA event without timing, owned.
+class plan_event {
+ public:
+  plan_event() { throw_on_cuda_error(cudaEventCreateWithFlags(&e_, cudaEventDisableTiming), "cudaEventCreate"); }
+  plan_event(const plan_event&) = delete;
+  plan_event& operator=(const plan_event&) = delete;
+  plan_event(plan_event&& o) noexcept : e_(std::exchange(o.e_, nullptr)) {}
+  plan_event& operator=(plan_event&&) = delete;
+  ~plan_event() {
+    if (e_) cudaEventDestroy(e_);
+  }
+  [[nodiscard]] cudaEvent_t get() const noexcept { return e_; }
+
+ private:
+  cudaEvent_t e_{};
 };
 
 // The receiver's layout as device arrays (see device_layout).
@@ -162,6 +182,14 @@ class encode_plan {
     reserve(cfg_.max_changes, out_.size());  // the two paths may tile differently
   }
   void set_bucket_index(std::uint32_t index) { cfg_.bucket_index = index; }
+  // Brings each written frame's header (bucket_header_bytes) to pinned host memory with the result, so that a
+  // caller who needs it (the engine announces device frames by it) pays no second synchronization per bucket.
+  void keep_frame_head(bool on) {
+    if (on && !head_) head_ = std::make_unique<pinned<std::array<unsigned char, bucket_header_bytes>>>();
+    keep_head_ = on;
+  }
+  // After wait() (status ok, keep_frame_head): the frame's header, valid until the next encode of this plan.
+  [[nodiscard]] std::span<const unsigned char> frame_head() const noexcept { return {head_->get()->data(), bucket_header_bytes}; }
 
   // Enqueues one encode (device arrays of tensor pointers, layout order); returns at once. Encodes of other
   // plans may be enqueued behind it on the same stream before this one's wait(): the GPU then never idles
@@ -226,6 +254,10 @@ class encode_plan {
   void read_result_async() {
     throw_on_cuda_error(cudaMemcpyAsync(result_.get(), result_dev_.data(), sizeof(encode_result), cudaMemcpyDeviceToHost, stream_),
                         "read result");
+    // (Stale bytes when the encode did not write its frame: frame_head() is read only after a complete one.)
+    if (keep_head_)
+      throw_on_cuda_error(cudaMemcpyAsync(head_->get()->data(), out_.data(), bucket_header_bytes, cudaMemcpyDeviceToHost, stream_),
+                          "read frame head");
     throw_on_cuda_error(cudaEventRecord(done_, stream_), "cudaEventRecord");
   }
 
@@ -236,6 +268,8 @@ class encode_plan {
   std::size_t temp_bytes_ = 0;
   device_bucket bucket_;
   pinned<encode_result> result_;
+  std::unique_ptr<pinned<std::array<unsigned char, bucket_header_bytes>>> head_;  // only when kept (a pinned allocation)
+  bool keep_head_ = false;
   encode_result last_{};
   const void* const* base_ = nullptr;
   const void* const* target_ = nullptr;
@@ -268,6 +302,43 @@ class apply_plan {
     verified_ = committed_ = 0;
     undo_log_.clear();
     throw_on_cuda_error(reset_apply_state(state(), layout_.view(), stream_), "reset_apply_state");
+    if (!lanes_.empty()) {
+      // Each lane's first verify of this patch waits for everything before it on the plan's stream (the last
+      // patch's commits, this reset); after that the lanes wait on nothing of the plan's stream.
+      throw_on_cuda_error(cudaEventRecord(begun_.get(), stream_), "cudaEventRecord");
+      lane_started_.assign(lanes_.size(), false);
+      lane_next_ = 0;
+    }
+  }
+
+  // Verifies on `lanes` (streams of the plan's device, which must outlive the plan): bucket n of a patch verifies
+  // on lanes[n % lanes.size()] beside the buckets before it, and only its join (index, tiling, verdict) and
+  // its commit run on the plan's stream, in bucket order. One bucket's sequential decoders (rice, entropy: a
+  // thread per chunk) leave most of the GPU idle for a fixed time per bucket; side by side those times overlap.
+  // A frame uploaded on the plan's stream would wait there behind the joins of the buckets before it: upload it on
+  // lane_for_next(). Empty (the default): every pass on the plan's stream. apply() (full transfers) stays there.
+  void set_lanes(std::vector<cudaStream_t> lanes) {
+    lanes_ = std::move(lanes);
+    lane_done_.clear();
+    ring_free_.clear();
+    ring_.clear();
+    for (std::size_t i = 0; i < lanes_.size(); ++i) {
+      lane_done_.emplace_back();
+      ring_free_.emplace_back();
+      ring_.emplace_back(stream_);
+    }
+    lane_started_.assign(lanes_.size(), false);
+    lane_next_ = 0;
+    // As begin() does: the lanes start after what the plan's stream holds now (the patch begun, if any).
+    if (!lanes_.empty()) throw_on_cuda_error(cudaEventRecord(begun_.get(), stream_), "cudaEventRecord");
+  }
+  // The stream the next verify() / apply_undoable() runs on (the plan's stream without lanes), ordered after the
+  // patch's begin(): enqueue the upload of that bucket's frame there.
+  cudaStream_t lane_for_next() {
+    if (lanes_.empty()) return stream_;
+    const std::size_t j = lane_next_ % lanes_.size();
+    start_lane(j);
+    return lanes_[j];
   }
 
   // `host_copy`: the same frame's bytes in host memory, or at least its header, when the caller has them (a frame
@@ -275,6 +346,11 @@ class apply_plan {
   // without a device round trip per bucket.
   void verify(const unsigned char* d_frame, std::size_t frame_bytes, void* const* d_model, std::span<const unsigned char> host_copy = {}) {
     size_staging(d_frame, frame_bytes, host_copy);
+    if (!lanes_.empty()) {
+      kept_bucket& k = next_kept(d_frame, frame_bytes);
+      verify_on_lane(k.temp, k.cfg, d_frame, frame_bytes, d_model);
+      return;
+    }
     verify_sized(d_frame, frame_bytes, d_model);
   }
   void commit(const unsigned char* d_frame, std::size_t frame_bytes, void* const* d_model) {
@@ -304,7 +380,31 @@ class apply_plan {
   void apply_undoable(const unsigned char* d_frame, std::size_t frame_bytes, void* const* d_model, std::span<const unsigned char> host_copy = {}) {
     if (committed_ != verified_) throw error(errc::invalid_argument, "apply_plan: apply_undoable after an uncommitted verify");
     size_staging(d_frame, frame_bytes, host_copy);
-    if (frame_mode_ == value_mode::ulp && frame_encoder_ != static_cast<unsigned char>(encoder_id::entropy)) {
+    const bool redecodable = frame_mode_ == value_mode::ulp && frame_encoder_ != static_cast<unsigned char>(encoder_id::entropy);
+    if (!lanes_.empty() && redecodable) {
+      // The lane's own staging, reused by the lane's next bucket once this one's commit has read it.
+      const std::size_t j = lane_next_ % lanes_.size();
+      if (lane_next_ >= lanes_.size()) throw_on_cuda_error(cudaStreamWaitEvent(lanes_[j], ring_free_[j].get(), 0), "cudaStreamWaitEvent");
+      const apply_config cfg = cfg_;
+      verify_on_lane(ring_[j], cfg, d_frame, frame_bytes, d_model);
+      throw_on_cuda_error(commit_bucket(ring_[j].data(), ring_[j].size(), layout_.view(), d_model, d_frame, frame_bytes, state(), cfg, true,
+                                        stream_),
+                          "commit_bucket");
+      throw_on_cuda_error(cudaEventRecord(ring_free_[j].get(), stream_), "cudaEventRecord");
+      undo_log_.push_back({d_frame, frame_bytes, no_kept});
+      return;
+    }
+    if (!lanes_.empty()) {
+      const bool keep_old = cfg_.keep_old;
+      cfg_.keep_old = true;
+      kept_bucket& k = next_kept(d_frame, frame_bytes);
+      cfg_.keep_old = keep_old;
+      verify_on_lane(k.temp, k.cfg, d_frame, frame_bytes, d_model);
+      commit(d_frame, frame_bytes, d_model);
+      undo_log_.push_back({d_frame, frame_bytes, committed_ - 1});
+      return;
+    }
+    if (redecodable) {
       apply_sized(d_frame, frame_bytes, d_model);
       undo_log_.push_back({d_frame, frame_bytes, no_kept});
     } else {
@@ -383,6 +483,7 @@ class apply_plan {
   [[nodiscard]] std::size_t scratch_bytes() const noexcept {
     std::size_t b = temp_.size();
     for (const auto& k : kept_) b += k.temp.size();
+    for (const auto& r : ring_) b += r.size();
     return b;
   }
 
@@ -425,6 +526,45 @@ class apply_plan {
     apply_config cfg;
   };
 
+  void start_lane(std::size_t j) {
+    if (lane_started_[j]) return;
+    throw_on_cuda_error(cudaStreamWaitEvent(lanes_[j], begun_.get(), 0), "cudaStreamWaitEvent");
+    lane_started_[j] = true;
+  }
+
+  // The next verified bucket's kept staging, sized for this frame under the current cfg_.
+  kept_bucket& next_kept(const unsigned char* d_frame, std::size_t frame_bytes) {
+    if (kept_.size() <= verified_) kept_.emplace_back(stream_);
+    kept_bucket& k = kept_[verified_++];
+    k.frame = d_frame;
+    k.bytes = frame_bytes;
+    k.cfg = cfg_;
+    return k;
+  }
+
+  // The verify of the next bucket on its lane into `buf` (grown here), joined on the plan's stream.
+  void verify_on_lane(device_buffer& buf, const apply_config& cfg, const unsigned char* d_frame, std::size_t frame_bytes, void* const* d_model) {
+    const std::size_t j = lane_next_++ % lanes_.size();
+    cudaStream_t lane = lanes_[j];
+    start_lane(j);
+    const void* before = buf.data();
+    const apply_config saved = cfg_;
+    cfg_ = cfg;
+    grow(buf, frame_bytes);
+    cfg_ = saved;
+    if (buf.data() != before) {  // allocated on the plan's stream (rare: the first versions): the lane waits for it
+      throw_on_cuda_error(cudaEventRecord(grown_.get(), stream_), "cudaEventRecord");
+      throw_on_cuda_error(cudaStreamWaitEvent(lane, grown_.get(), 0), "cudaStreamWaitEvent");
+    }
+    std::size_t b = buf.size();
+    throw_on_cuda_error(verify_bucket_unordered(buf.data(), b, layout_.view(), d_model, d_frame, frame_bytes, state(), cfg, lane),
+                        "verify_bucket_unordered");
+    throw_on_cuda_error(cudaEventRecord(lane_done_[j].get(), lane), "cudaEventRecord");
+    throw_on_cuda_error(cudaStreamWaitEvent(stream_, lane_done_[j].get(), 0), "cudaStreamWaitEvent");
+    throw_on_cuda_error(join_verified_bucket(buf.data(), buf.size(), layout_.view(), d_model, d_frame, frame_bytes, state(), cfg, stream_),
+                        "join_verified_bucket");
+  }
+
   // Decoded changes are staged between verify and commit: reads the frame's value mode and its change and
   // chunk counts (header bytes 8..35, one stream synchronization) and keeps room for them. The counts are untrusted: they are
   // capped by what the frame could hold (one bit per change, 8 bytes per chunk entry) and by the layout; the
@@ -464,6 +604,14 @@ class apply_plan {
   std::vector<kept_bucket> kept_;  // per verified bucket of the current patch, reused by the next
   std::size_t verified_ = 0, committed_ = 0;
   std::vector<undo_entry> undo_log_;  // buckets given to apply_undoable() since begin(), in order
+  // Lanes (set_lanes): the caller's streams, an event per lane for its last verify and for its staging's last
+  // commit (ring_: a lane's staging for redecodable streamed buckets), and the patch's start.
+  std::vector<cudaStream_t> lanes_;
+  std::vector<plan_event> lane_done_, ring_free_;
+  std::vector<device_buffer> ring_;
+  std::vector<bool> lane_started_;
+  std::size_t lane_next_ = 0;  // buckets given to the lanes since begin()
+  plan_event begun_, grown_;
   device_buffer undo_state_;         // a clean apply_state for undo_bucket_by_redecode
   // Small device-to-host reads (frame counts, the verdict) land in pinned memory: a copy to pageable memory
   // would block in the driver, holding up other threads' launches on the same context meanwhile.

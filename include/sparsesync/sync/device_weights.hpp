@@ -31,6 +31,16 @@ enum class snapshot_place {
   host_pinned,  // pinned host memory read by the GPU over PCIe / NVLink-C2C: no GPU copy of the model
 };
 
+// The bucket size to give fixed_bytes for a device_source (fixed_bytes{device_bucket_bytes}); fixed_bytes's own
+// default (256 MiB) is the host engine's. Each bucket costs the GPU a fixed time on both ends (the sequential
+// coders' tails, launches, a receive), which the encode and verify lanes overlap but do not remove: on two H100s
+// over NVLink a 7B BF16 version at 1% took 54.0 ms with 256 MiB buckets (93), 30.1 ms with 512 MiB (33) and
+// 28.8 ms with 896 MiB (18) (bench/results/engine-nccl/h100x2-7b.md). Larger buckets cost memory only in a full
+// transfer: the worker stages 8 bytes per element of the bucket being applied (4 GiB at 1 GiB of BF16), the
+// trainer's full-transfer plan ~4 bytes per element plus the frame, and a full transfer's frame must stay under
+// the 1 GiB frame limit (a BF16 bucket of 1 GiB makes a frame of ~1.06 GiB): 512 MiB keeps both modest.
+inline constexpr std::uint64_t device_bucket_bytes = std::uint64_t{512} << 20;
+
 // What a device backend holds beside the weights, in bytes.
 struct device_memory_report {
   std::uint64_t snapshot_device = 0;  // the snapshot in GPU memory (0 with snapshot_place::host_pinned)

@@ -31,6 +31,9 @@ struct bucket_info {
   std::uint64_t end_offset;
   std::uint32_t end_tensor;
   std::uint32_t written;       // set by a commit that wrote (undo_bucket restores only those)
+  std::uint32_t index;         // the header's bucket index
+  std::uint32_t first_tensor;  // where the first segment starts (checked against the patch by the join of an
+  std::uint64_t first_offset;  // unordered verify)
   std::uint64_t payload[hash_slots];
   std::uint64_t delta[hash_slots];
   std::uint64_t base[hash_slots];
@@ -56,6 +59,10 @@ struct apply_params {
   std::uint64_t stage_cap;
   bool commit_phase;
   bool compute_base;
+  // A verify that reads nothing of the patch-wide state (so that it may run beside other buckets' verifies, on
+  // any stream): the bucket's index and its first segment's start are checked against the patch so far by the
+  // join (apply_finish_kernel), which runs in bucket order.
+  bool unordered;
 };
 
 SPARSESYNC_DEVICE void fail(std::int32_t* status, errc e) { atomicCAS(status, 0, static_cast<std::int32_t>(e)); }
@@ -84,7 +91,8 @@ SPARSESYNC_DEVICE errc parse_header(const apply_params& p, bucket_info& I) {
   I.base_cs = ld64(h + 48);
   I.target_cs = ld64(h + 56);
   I.payload_cs = ld64(h + 64);
-  if (!p.commit_phase && index != p.state->buckets) return errc::malformed;
+  I.index = index;
+  if (!p.commit_phase && !p.unordered && index != p.state->buckets) return errc::malformed;
   if (I.enc < 1 || I.enc > max_encoder_id) return errc::malformed;
   if (I.enc > device_encoder_count) return errc::unsupported;  // a host-only encoder (encoder_table's gpu column)
   if (I.mode > 1) return errc::malformed;
@@ -114,7 +122,7 @@ SPARSESYNC_KERNEL void __launch_bounds__(256) apply_parse_kernel(apply_params p)
   const device_layout& L = p.layout;
   if (threadIdx.x == 0) {
     errc e = errc::ok;
-    if (p.state->status != 0)
+    if (!p.unordered && p.state->status != 0)
       e = static_cast<errc>(p.state->status);  // an earlier bucket failed: skip this one
     else
       e = parse_header(p, I);
@@ -147,8 +155,11 @@ SPARSESYNC_KERNEL void __launch_bounds__(256) apply_parse_kernel(apply_params p)
         std::uint32_t want_t = 0;
         std::uint64_t want_o = 0;
         if (s == 0) {
-          want_t = p.commit_phase ? tensor : p.state->cursor_tensor;
-          want_o = p.commit_phase ? offset : p.state->cursor_offset;
+          const bool own = p.commit_phase || p.unordered;  // (the join checks an unordered one's start)
+          want_t = own ? tensor : p.state->cursor_tensor;
+          want_o = own ? offset : p.state->cursor_offset;
+          I.first_tensor = tensor;
+          I.first_offset = offset;
         } else {
           const unsigned char* q = e - segment_entry_bytes;
           const std::uint32_t pt = ld32(q);
@@ -498,6 +509,13 @@ SPARSESYNC_KERNEL void apply_finish_kernel(apply_params p) {
   const bucket_info& I = *p.info;
   apply_state& st = *p.state;
   std::int32_t e = I.status;
+  // The join of an unordered verify: after a refusal nothing more is counted (as an ordered parse skips the
+  // buckets after it), and the bucket must be the patch's next one, starting where the last one ended.
+  if (!p.commit_phase && p.unordered) {
+    if (st.status != 0) return;
+    if (e == 0 && (I.index != st.buckets || I.first_tensor != st.cursor_tensor || I.first_offset != st.cursor_offset))
+      e = static_cast<std::int32_t>(errc::malformed);
+  }
   if (p.commit_phase) {
     if (e == 0 && st.status == 0) {
       if (I.decode_status != 0)

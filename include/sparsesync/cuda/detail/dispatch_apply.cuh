@@ -52,7 +52,9 @@ inline apply_layout carve_apply(void* d_temp, const device_layout& layout, std::
   return l;
 }
 
-enum class apply_phase { verify, commit, commit_after_verify, undo, undo_by_redecode };
+// verify_unordered + join: a verify split in two, the first part reading nothing of the patch-wide state (any
+// stream), the second only its finish (in bucket order, on the stream that owns the state).
+enum class apply_phase { verify, commit, commit_after_verify, undo, undo_by_redecode, verify_unordered, join };
 
 template <class P>
 cudaError_t dispatch_apply(void* d_temp, std::size_t& temp_bytes, const device_layout& layout, void* const* d_model,
@@ -67,15 +69,21 @@ cudaError_t dispatch_apply(void* d_temp, std::size_t& temp_bytes, const device_l
   if (temp_bytes < l.bytes || d_frame == nullptr || d_model == nullptr) return cudaErrorInvalidValue;
   if (d_state == nullptr && phase != apply_phase::undo) return cudaErrorInvalidValue;  // (the undo pass reads no verdict)
   // A re-decode parses like a commit (its own tiling, no bucket-index check) against a clean state.
-  const bool commit = phase != apply_phase::verify;
+  const bool unordered = phase == apply_phase::verify_unordered || phase == apply_phase::join;
+  const bool commit = phase != apply_phase::verify && !unordered;
   const apply_params p{d_frame,      frame_bytes, layout,      d_model,     d_state,     l.info,      l.segs,      l.seg_cap,
                        l.chunk_off,  l.chunk_cap, l.change_off, l.stage_pos, l.stage_val, l.stage_old, l.stage_cap, commit,
-                       !cfg.known_base};
+                       !cfg.known_base, unordered};
   const int decode_blocks = persistent_blocks(decode_threads);
   const int process_blocks = persistent_blocks(process_threads);
   const int hash_blocks = persistent_blocks(P::detect_hashed::detect_threads);
   if (phase == apply_phase::undo) {  // the staging of this frame's verify, nothing else: no parse, no verdict
     apply_process_kernel<process_pass::undo><<<process_blocks, process_threads, 0, stream>>>(p);
+    SPARSESYNC_CUDA_LAUNCH_CHECK(stream);
+    return cudaSuccess;
+  }
+  if (phase == apply_phase::join) {  // the unordered verify's tables are in d_temp: only its verdict joins the patch
+    apply_finish_kernel<P><<<1, 1, 0, stream>>>(p);
     SPARSESYNC_CUDA_LAUNCH_CHECK(stream);
     return cudaSuccess;
   }
@@ -108,6 +116,7 @@ cudaError_t dispatch_apply(void* d_temp, std::size_t& temp_bytes, const device_l
     // Verify pass (for a commit that re-parsed, it turns the re-decoded coded values into new bit patterns).
     apply_process_kernel<process_pass::verify><<<process_blocks, process_threads, 0, stream>>>(p);
     SPARSESYNC_CUDA_LAUNCH_CHECK(stream);
+    if (phase == apply_phase::verify_unordered) return cudaSuccess;  // its finish is the join
   }
   if (commit) {
     apply_process_kernel<process_pass::commit><<<process_blocks, process_threads, 0, stream>>>(p);

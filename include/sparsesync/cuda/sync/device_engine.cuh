@@ -2,15 +2,15 @@
 // and the applier behind sync::device_sink. Include from a .cu file; the sender and receiver that use them may
 // live in plain C++ files.
 //
-// Trainer: each bucket is encoded on the GPU against the snapshot (bucket i + 1 is enqueued before the host
-// waits for bucket i, alternating two streams) and its frame copied to the host for the transport, or, with
+// Trainer: each bucket is encoded on the GPU against the snapshot (up to encode_lanes buckets are enqueued, on
+// as many streams, before the host waits for the oldest) and its frame copied to the host for the transport, or, with
 // frames_on_device, to a stream-ordered allocation of its own that the version keeps (for device links). Each
 // bucket's region of the snapshot is then brought to the new version from the changes its encode found
 // (encode_plan::advance_base_async: only changed elements are written), beside the next bucket's encode: no
 // dense copy after the first version. It lives in GPU memory or, for trainers that cannot spare
 // 1x the model on the GPU, in pinned host memory that the kernels read over the bus (snapshot_place).
 // Worker: frames are uploaded to a device arena (or received there from a device link) and verified against the
-// worker's weights; an atomic commit
+// worker's weights, consecutive buckets side by side on verify_lanes streams (joined in order); an atomic commit
 // writes them only once the whole version verified, a streamed one writes each bucket at once and rolls the
 // written buckets back when the version is refused.
 #pragma once
@@ -236,7 +236,9 @@ class device_encoder_impl final : public sync::device_encoder_backend {
  public:
   // Lives on the device current at construction.
   explicit device_encoder_impl(const device_source_options& opt)
-      : opt_(opt), weights_ptrs_(opt.stream), snapshot_ptrs_(opt.stream), zero_(opt.stream), base_ptrs_(opt.stream) {}
+      : opt_(opt), weights_ptrs_(opt.stream), snapshot_ptrs_(opt.stream), zero_(opt.stream), base_ptrs_(opt.stream) {
+    for (unsigned i = 1; i < std::max(2u, opt_.encode_lanes); ++i) aux_.push_back(std::make_unique<owned_stream>());
+  }
 
   ~device_encoder_impl() override {
     device_scope on(device_);
@@ -258,7 +260,8 @@ class device_encoder_impl final : public sync::device_encoder_backend {
       cfg.log2_chunk = enc_.log2_chunk;
       cfg.bucket_index = static_cast<std::uint32_t>(i);
       cfg.max_changes = static_cast<std::uint64_t>(static_cast<double>(plans_[i].numel()) * opt_.expected_density) + 65536;
-      encoders_.push_back(std::make_unique<encode_plan>(layout_, plans_[i], cfg, i % 2 ? aux_.get() : opt_.stream));
+      encoders_.push_back(std::make_unique<encode_plan>(layout_, plans_[i], cfg, lane(i)));
+      encoders_.back()->keep_frame_head(opt_.frames_on_device);  // the announce's header comes down with the result
     }
     bucket_targets_.assign(plans_.size(), 0);
   }
@@ -316,6 +319,12 @@ class device_encoder_impl final : public sync::device_encoder_backend {
  private:
   static double seconds_since(clock::time_point t) { return std::chrono::duration<double>(clock::now() - t).count(); }
 
+  // The stream bucket i is encoded on: `stream` and the source's own, in turn.
+  [[nodiscard]] cudaStream_t lane(std::size_t i) const {
+    const std::size_t k = i % (aux_.size() + 1);
+    return k == 0 ? opt_.stream : aux_[k - 1]->get();
+  }
+
   std::vector<const void*> pointers_of(std::span<const const_tensor_view> views) const {
     if (views.size() != layout_.size()) throw error(errc::invalid_argument, "device_source: one view per layout tensor needed");
     std::vector<const void*> p(views.size());
@@ -336,16 +345,13 @@ class device_encoder_impl final : public sync::device_encoder_backend {
   }
 
   // Copies frame `bytes` (complete: the encode was waited for) into an allocation of its own and hands that on,
-  // with its header brought to the host (the sender adds up the headers' counts and checksums).
-  void emit_device_frame(const unsigned char* d_frame, std::size_t bytes, const sync::frame_emitter& emit) {
+  // with its header (`head`, brought to the host with the encode's result: no wait here) for the sender, which
+  // adds up the headers' counts and checksums.
+  void emit_device_frame(const unsigned char* d_frame, std::size_t bytes, std::span<const unsigned char> head, const sync::frame_emitter& emit) {
     const auto t0 = clock::now();
     auto block = std::make_shared<device_frame_block>(bytes, heap_);
-    unsigned char* head = staging_.reserve(bucket_header_bytes);
-    throw_on_cuda_error(cudaMemcpyAsync(head, d_frame, bucket_header_bytes, cudaMemcpyDeviceToHost, heap_->stream()), "download frame header");
-    throw_on_cuda_error(cudaEventRecord(head_done_.get(), heap_->stream()), "cudaEventRecord");
     throw_on_cuda_error(cudaMemcpyAsync(block->data(), d_frame, bytes, cudaMemcpyDeviceToDevice, heap_->stream()), "copy frame");
     throw_on_cuda_error(cudaEventRecord(block->ready(), heap_->stream()), "cudaEventRecord");
-    throw_on_cuda_error(cudaEventSynchronize(head_done_.get()), "download frame header");
     const auto t1 = clock::now();
     device_frame f;
     f.data = block->data();
@@ -357,7 +363,7 @@ class device_encoder_impl final : public sync::device_encoder_backend {
       throw_on_cuda_error(cudaMemcpy(host, block->data(), bytes, cudaMemcpyDeviceToHost), "download device frame");
     };
     f.owner = std::move(block);
-    emit.device({head, bucket_header_bytes}, std::move(f));
+    emit.device(head, std::move(f));
     phases_.download_seconds += std::chrono::duration<double>(t1 - t0).count();
     phases_.hand_off_seconds += seconds_since(t1);
   }
@@ -366,18 +372,22 @@ class device_encoder_impl final : public sync::device_encoder_backend {
     std::vector<const void*> snap(snapshot_->pointers().begin(), snapshot_->pointers().end());
     const auto* d_snap = snapshot_ptrs_.set(snap);
     // Whatever the caller ordered before `stream` (the weights' last write, our pointer uploads, the last
-    // snapshot advance) is ordered before the encodes on both streams.
+    // snapshot advance) is ordered before the encodes on every lane.
     throw_on_cuda_error(cudaEventRecord(start_.get(), opt_.stream), "cudaEventRecord");
-    throw_on_cuda_error(cudaStreamWaitEvent(aux_.get(), start_.get(), 0), "cudaStreamWaitEvent");
-    const auto enqueue = [&](std::size_t i) {
+    for (const auto& a : aux_) throw_on_cuda_error(cudaStreamWaitEvent(a->get(), start_.get(), 0), "cudaStreamWaitEvent");
+    std::size_t queued = 0;
+    // Buckets up to `end` enqueued: bucket i + lanes goes on bucket i's stream, behind its snapshot advance.
+    const auto enqueue_until = [&](std::size_t end) {
       const auto t0 = clock::now();
-      encoders_[i]->set_known_base(bucket_targets_[i]);  // the snapshot's bucket checksums are ours: compare, do not rehash
-      encoders_[i]->encode_async(d_snap, d_weights);
+      for (; queued < std::min(end, encoders_.size()); ++queued) {
+        encoders_[queued]->set_known_base(bucket_targets_[queued]);  // the snapshot's bucket checksums are ours: compare, do not rehash
+        encoders_[queued]->encode_async(d_snap, d_weights);
+      }
       phases_.launch_seconds += seconds_since(t0);
     };
-    if (!encoders_.empty()) enqueue(0);
+    const std::size_t lanes = aux_.size() + 1;
+    enqueue_until(lanes);
     for (std::size_t i = 0; i < encoders_.size(); ++i) {
-      if (i + 1 < encoders_.size()) enqueue(i + 1);
       const auto waited = clock::now();
       const auto r = encoders_[i]->wait();
       phases_.gpu_wait_seconds += seconds_since(waited);
@@ -387,7 +397,8 @@ class device_encoder_impl final : public sync::device_encoder_backend {
       encoders_[i]->advance_base_async();
       phases_.launch_seconds += seconds_since(t0);
       bucket_targets_[i] = r.target_checksum;
-      if (opt_.frames_on_device) emit_device_frame(encoders_[i]->frame(), r.frame_bytes, emit);
+      enqueue_until(i + 1 + lanes);  // before the hand-off: the GPU stays fed while the host copies and announces
+      if (opt_.frames_on_device) emit_device_frame(encoders_[i]->frame(), r.frame_bytes, encoders_[i]->frame_head(), emit);
       else emit_frame(encoders_[i]->frame(), r.frame_bytes, emit);
     }
   }
@@ -395,7 +406,7 @@ class device_encoder_impl final : public sync::device_encoder_backend {
   // The snapshot advances were enqueued bucket by bucket during the encode: wait for the last of them.
   void advance_snapshot() {
     throw_on_cuda_error(cudaStreamSynchronize(opt_.stream), "advance snapshot");
-    throw_on_cuda_error(cudaStreamSynchronize(aux_.get()), "advance snapshot");
+    for (const auto& a : aux_) throw_on_cuda_error(cudaStreamSynchronize(a->get()), "advance snapshot");
   }
 
   void copy_into_snapshot(std::span<const const_tensor_view> weights) {
@@ -452,9 +463,9 @@ class device_encoder_impl final : public sync::device_encoder_backend {
   std::vector<bucket_plan> plans_;
   encoder_id encoder_ = encoder_id::rice;
   encode_options enc_;
-  owned_stream aux_;  // odd buckets are encoded on aux_
+  std::vector<std::unique_ptr<owned_stream>> aux_;  // bucket i is encoded on lane(i): `stream` or one of these
   std::shared_ptr<frame_heap> heap_ = std::make_shared<frame_heap>();  // frames come down (or out) on its stream; kept frames hold it
-  cuda_event start_, head_done_;
+  cuda_event start_;
   std::vector<std::unique_ptr<encode_plan>> encoders_;
   std::unique_ptr<snapshot_storage> snapshot_;
   device_pointer_array weights_ptrs_, snapshot_ptrs_;
@@ -471,6 +482,7 @@ class device_applier_impl final : public sync::device_applier_backend {
  public:
   device_applier_impl(const model_layout& layout, std::span<const tensor_view> weights, const device_sink_options& opt)
       : layout_(layout), opt_(opt), weights_ptrs_(opt.stream) {
+    for (unsigned i = 0; opt_.verify_lanes > 1 && i < opt_.verify_lanes; ++i) lanes_.push_back(std::make_unique<owned_stream>());
     throw_if_error(check_views(layout_, weights, "receiver buffers"));
     weights_.assign(weights.begin(), weights.end());
     std::vector<const void*> p(weights.size());
@@ -514,6 +526,9 @@ class device_applier_impl final : public sync::device_applier_backend {
       apply_config cfg;
       cfg.known_base = known_.has_value();  // then only changed elements are read
       applier_ = std::make_unique<apply_plan>(layout_, cfg, opt_.stream);
+      std::vector<cudaStream_t> lanes;
+      for (const auto& l : lanes_) lanes.push_back(l->get());
+      applier_->set_lanes(std::move(lanes));
       applier_known_ = known_.has_value();
     }
     applier_->begin();
@@ -529,8 +544,10 @@ class device_applier_impl final : public sync::device_applier_backend {
     throw_on_cuda_error(cudaEventSynchronize(staged_.get()), "upload frame");  // the last upload has left the staging
     unsigned char* host = staging_.reserve(frame.size());
     std::memcpy(host, frame.data(), frame.size());
-    throw_on_cuda_error(cudaMemcpyAsync(d_frame, host, frame.size(), cudaMemcpyHostToDevice, opt_.stream), "upload frame");
-    throw_on_cuda_error(cudaEventRecord(staged_.get(), opt_.stream), "cudaEventRecord");
+    // On the stream that verifies it next (a lane), which nothing of the plan's own stream then holds up.
+    cudaStream_t s = full_ ? opt_.stream : applier_->lane_for_next();
+    throw_on_cuda_error(cudaMemcpyAsync(d_frame, host, frame.size(), cudaMemcpyHostToDevice, s), "upload frame");
+    throw_on_cuda_error(cudaEventRecord(staged_.get(), s), "cudaEventRecord");
     return add_reserved(frame);
   }
 
@@ -632,6 +649,7 @@ class device_applier_impl final : public sync::device_applier_backend {
   device_sink_options opt_;
   std::vector<tensor_view> weights_;
   device_pointer_array weights_ptrs_;
+  std::vector<std::unique_ptr<owned_stream>> lanes_;  // verify lanes (device_sink_options::verify_lanes); before applier_, which uses them
   std::unique_ptr<apply_plan> applier_;
   bool applier_known_ = false;
   std::vector<std::unique_ptr<encode_plan>> checksummers_;

@@ -19,11 +19,21 @@ struct device_source_options {
   // receivers on host links get a host copy made once per frame. Off: frames come to the host as they are
   // encoded. A full transfer's frames always come through the host (a model-sized stream is not kept on the GPU).
   bool frames_on_device = false;
+  // Streams the buckets are encoded on (`stream` and lanes - 1 of the source's own), as many buckets enqueued
+  // ahead of the one the host waits for. Each bucket's encode ends in short kernels bound by latency, not
+  // bandwidth (the sequential coders run a thread per chunk): with several buckets in flight those tails
+  // overlap the next buckets' passes over the weights instead of adding a fixed time per bucket. 2 is the
+  // earlier double buffering.
+  unsigned encode_lanes = 4;
 };
 
 struct device_sink_options {
   cudaStream_t stream = nullptr;
   frame_commit_mode commit = frame_commit_mode::atomic;
+  // Streams of the sink's own on which consecutive buckets of a patch verify side by side (apply_plan::set_lanes);
+  // only each bucket's short join and its commit stay in order on `stream`. 1: every pass on `stream` (the
+  // earlier behaviour). Full transfers always apply on `stream`.
+  unsigned verify_lanes = 4;
 };
 
 }  // namespace cuda
