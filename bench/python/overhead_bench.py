@@ -64,7 +64,7 @@ def main():
     key = tempfile.mktemp(suffix=".key")
     ss.generate_key_file(key)
     rows, failures = [], []
-    with ss.Publisher(layout, key, device="cuda:0", bucket_bytes=256 << 20) as pub:
+    with ss.Publisher(layout, key, device="cuda:0") as pub:
         def work():
             try:
                 with ss.Subscriber(layout, worker, key, port=pub.port) as sub:

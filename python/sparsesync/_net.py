@@ -109,11 +109,13 @@ class Publisher:
     ``snapshot`` says where the engine keeps the last published version (the base of the next patch):
     ``"device"`` (1x the model in GPU memory, fastest) or ``"host_pinned"`` (no GPU copy of the model).
     ``values`` is ``"ulp"`` or ``"absolute"``; the first version a worker gets is a full transfer.
+    ``bucket_bytes``: the bucket size (default 16 MiB on the host; 512 MiB on a GPU, where each bucket has a
+    fixed cost and a full transfer stages about 8 bytes per element of one bucket on the worker).
     ``port=0`` picks a free port (read it from :attr:`port`).
     """
 
     def __init__(self, layout: Any, key_file: str | os.PathLike[str], *, host: str = "127.0.0.1", port: int = 0,
-                 values: str = "ulp", bucket_bytes: int = 16 << 20, ack_timeout: float = 600.0,
+                 values: str = "ulp", bucket_bytes: Optional[int] = None, ack_timeout: float = 600.0,
                  device: DeviceSpec = "cpu", snapshot: str = "device") -> None:
         _require_tcp()
         self.layout = layout if isinstance(layout, Layout) else Layout(layout)
@@ -121,9 +123,11 @@ class Publisher:
         if index is None:
             native = _core.Publisher
             index = -1
+            bucket_bytes = bucket_bytes or 16 << 20
         else:
             _require_cuda()
             native = _core.CudaPublisher
+            bucket_bytes = bucket_bytes or _core.device_bucket_bytes
         self._native = native(self.layout._native, host, port, os.fspath(key_file), values, bucket_bytes, ack_timeout,
                               index, snapshot)
 

@@ -122,6 +122,7 @@ class cuda_place {
 
 void bind_gpu(nb::module_& m) {
   m.attr("has_cuda") = true;
+  m.attr("device_bucket_bytes") = sync::device_bucket_bytes;
   nb::register_exception_translator([](const std::exception_ptr& p, void*) {
     try {
       std::rethrow_exception(p);
