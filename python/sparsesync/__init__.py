@@ -18,17 +18,19 @@ from ._errors import (BadMagic, BaseMismatch, CudaError, Error, HeaderChecksum, 
 from . import _core
 from ._codec import ENCODERS, VALUE_MODES, Patch, apply, checksum, diff, encoders, inspect, layout_of_patch
 from ._layout import Layout
-from ._net import Publisher, Subscriber, current_stream, generate_key_file
+from ._net import TLS, Publisher, Subscriber, current_stream, generate_key_file, nccl_library
 
 __version__ = "0.1.0"
 #: Whether this build has the GPU Publisher / Subscriber (built where nvcc was found).
 HAS_CUDA: bool = bool(getattr(_core, "has_cuda", False))
+#: Whether this build has the NCCL endpoints (``link="nccl"``: frames GPU to GPU).
+HAS_NCCL: bool = bool(getattr(_core, "has_nccl", False))
 #: The patch format version this build reads and writes.
 FORMAT_VERSION: int = _core.format_version
 
 __all__ = [
-    "Layout", "Patch", "Publisher", "Subscriber", "generate_key_file", "diff", "apply", "inspect", "checksum", "layout_of_patch", "encoders", "ENCODERS",
+    "Layout", "Patch", "Publisher", "Subscriber", "TLS", "generate_key_file", "diff", "apply", "inspect", "checksum", "layout_of_patch", "encoders", "ENCODERS",
     "VALUE_MODES", "FORMAT_VERSION", "Error", "InvalidArgument", "Truncated", "BadMagic", "UnsupportedVersion",
     "HeaderChecksum", "PayloadChecksum", "LayoutMismatch", "BaseMismatch", "TargetMismatch", "Malformed",
-    "IndexOutOfRange", "NonCanonical", "IOFailure", "Unsupported", "CudaError", "current_stream", "HAS_CUDA",
+    "IndexOutOfRange", "NonCanonical", "IOFailure", "Unsupported", "CudaError", "current_stream", "HAS_CUDA", "HAS_NCCL", "nccl_library",
 ]

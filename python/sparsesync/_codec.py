@@ -91,13 +91,23 @@ def inspect(patch: BytesLike) -> dict[str, Any]:
     return info
 
 
-def checksum(layout: Any, tensors: Any) -> int:
+def checksum(layout: Any, tensors: Any, *, stream: Any = None) -> int:
     """The content checksum of a whole model (docs/FORMAT.md section 5), as a patch's header states it.
+
+    Tensors on a GPU (all on one) are read there, after the work queued on ``stream`` (default: their
+    producer's current stream), for weight checkers that compare a worker with its trainer.
 
     Equal models give equal checksums; a patch's ``target_checksum`` equals ``checksum`` of what it builds.
     """
     layout = _layout(layout)
-    return _core.checksum(layout._native, layout.order(tensors))
+    arrays = layout.order(tensors)
+    from ._net import _placement, _stream_handle  # noqa: PLC0415 (the endpoints' placement rules)
+    if _placement(arrays) is not None:
+        if not getattr(_core, "has_cuda", False):
+            from ._errors import InvalidArgument
+            raise InvalidArgument("tensors on a GPU: this build of sparsesync has no CUDA support (built without nvcc)")
+        return _core.cuda_checksum(layout._native, arrays, _stream_handle(stream, arrays))
+    return _core.checksum(layout._native, arrays)
 
 
 def layout_of_patch(patch: BytesLike) -> Layout:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any, Optional, Sequence, Union
+from typing import Any, NamedTuple, Optional, Sequence, Union
 
 from . import _core
 from ._layout import Layout
@@ -35,6 +35,61 @@ def _require_cuda() -> None:
     if not getattr(_core, "has_cuda", False):
         raise InvalidArgument("this build of sparsesync has no GPU endpoints: it was built without nvcc (install the CUDA "
                               "toolkit and reinstall: pip install . builds them where nvcc is found)")
+
+
+def _require_nccl() -> None:
+    _require_cuda()
+    if not getattr(_core, "has_nccl", False):
+        raise InvalidArgument("this build of sparsesync has no NCCL endpoints (nccl.h was not found when it was built: "
+                              "pip install nvidia-nccl-cu13, or set SPARSESYNC_NCCL_ROOT, and reinstall)")
+    # One NCCL per process: where torch is installed, its NCCL is loaded first and the endpoints use that one.
+    if "torch" not in sys.modules:
+        import importlib.util
+        if importlib.util.find_spec("torch") is not None:
+            import torch  # noqa: F401
+
+
+def nccl_library() -> dict[str, Any]:
+    """The NCCL library the NCCL endpoints use (``version`` code and ``path``), loading it if needed: the one
+    already in the process (torch's), else ``$SPARSESYNC_NCCL_LIBRARY``, else ``libnccl.so.2``."""
+    _require_nccl()
+    return _core.nccl_library()
+
+
+def _native_classes(index: Optional[int], link: str) -> tuple[Any, Any]:
+    """(publisher class, subscriber class) for a placement and a link."""
+    if link not in ("tcp", "nccl"):
+        raise InvalidArgument(f"link must be 'tcp' or 'nccl', not {link!r}")
+    if index is None:
+        if link == "nccl":
+            raise InvalidArgument("link='nccl' moves frames GPU to GPU: it needs tensors on a GPU")
+        return _core.Publisher, _core.Subscriber
+    if link == "nccl":
+        _require_nccl()
+        return _core.NcclPublisher, _core.NcclSubscriber
+    _require_cuda()
+    return _core.CudaPublisher, _core.CudaSubscriber
+
+
+class TLS(NamedTuple):
+    """Mutual TLS for a Publisher or Subscriber: confidentiality, and authentication by certificates (both sides
+    present one signed by ``ca_file``). PEM files; the private key unencrypted. ``server_name`` (subscribers):
+    the name the publisher's certificate must hold (DNS or IP subjectAltName), empty to accept any the CA signed.
+    With a key file as well, the key is a second, independent check."""
+
+    ca_file: Union[str, os.PathLike]
+    cert_file: Union[str, os.PathLike]
+    key_file: Union[str, os.PathLike]
+    server_name: str = ""
+
+
+def _auth(key_file: Any, tls: Optional[TLS]) -> tuple[Optional[str], Optional[tuple[str, str, str, str]]]:
+    if key_file is None and tls is None:
+        raise InvalidArgument("no authentication: pass key_file (generate_key_file) and/or tls=TLS(...)")
+    if tls is not None and not isinstance(tls, TLS):
+        tls = TLS(*tls)
+    files = None if tls is None else (os.fspath(tls.ca_file), os.fspath(tls.cert_file), os.fspath(tls.key_file), tls.server_name)
+    return (None if key_file is None else os.fspath(key_file)), files
 
 
 def generate_key_file(path: str | os.PathLike[str]) -> None:
@@ -103,7 +158,8 @@ def _stream_handle(stream: Any, arrays: Sequence[Any]) -> int:
 class Publisher:
     """The trainer's side: listens on ``host:port`` and publishes versions to every accepted worker.
 
-    ``key_file`` holds the pre-shared key both sides load (:func:`generate_key_file`). ``device``: where the
+    ``key_file`` holds the pre-shared key both sides load (:func:`generate_key_file`); ``tls`` (:class:`TLS`)
+    adds mutual TLS (either suffices, both are independent checks). ``device``: where the
     published tensors live: ``"cpu"`` (default) or a GPU (``"cuda"``, ``"cuda:1"``, an index, a torch device).
     On the host patches use the ``auto`` encoder; on a GPU the ``rice`` encoder, encoded on the GPU, and
     ``snapshot`` says where the engine keeps the last published version (the base of the next patch):
@@ -111,25 +167,27 @@ class Publisher:
     ``values`` is ``"ulp"`` or ``"absolute"``; the first version a worker gets is a full transfer.
     ``bucket_bytes``: the bucket size (default 16 MiB on the host; 512 MiB on a GPU, where each bucket has a
     fixed cost and a full transfer stages about 8 bytes per element of one bucket on the worker).
-    ``port=0`` picks a free port (read it from :attr:`port`).
+    ``port=0`` picks a free port (read it from :attr:`port`). ``link`` (GPU only): ``"tcp"`` sends frames through
+    host memory on the TCP connection; ``"nccl"`` sends them GPU to GPU by NCCL (a communicator per worker,
+    built over the authenticated TCP connection, which still carries the protocol); workers must use the same.
     """
 
-    def __init__(self, layout: Any, key_file: str | os.PathLike[str], *, host: str = "127.0.0.1", port: int = 0,
+    def __init__(self, layout: Any, key_file: Optional[str | os.PathLike[str]] = None, *, tls: Optional[TLS] = None,
+                 host: str = "127.0.0.1", port: int = 0,
                  values: str = "ulp", bucket_bytes: Optional[int] = None, ack_timeout: float = 600.0,
-                 device: DeviceSpec = "cpu", snapshot: str = "device") -> None:
+                 device: DeviceSpec = "cpu", snapshot: str = "device", link: str = "tcp") -> None:
         _require_tcp()
         self.layout = layout if isinstance(layout, Layout) else Layout(layout)
         index = _cuda_index(device)
+        native = _native_classes(index, link)[0]
         if index is None:
-            native = _core.Publisher
             index = -1
             bucket_bytes = bucket_bytes or 16 << 20
         else:
-            _require_cuda()
-            native = _core.CudaPublisher
             bucket_bytes = bucket_bytes or _core.device_bucket_bytes
-        self._native = native(self.layout._native, host, port, os.fspath(key_file), values, bucket_bytes, ack_timeout,
-                              index, snapshot)
+        key, tls_files = _auth(key_file, tls)
+        self._native = native(self.layout._native, host, port, key, tls_files, values, bucket_bytes, ack_timeout, index,
+                              snapshot)
 
     @property
     def port(self) -> int:
@@ -190,23 +248,21 @@ class Subscriber:
     refused later. ``held_version``: the tensors already hold that version (restored from disk after a
     restart); the handshake proves it by checksum and the publisher then sends patches, not a full transfer.
     ``connect_timeout`` covers a publisher that is still starting; ``receive_timeout`` (None: none) bounds the
-    wait for the next version.
+    wait for the next version. ``link``: as the publisher's (``"nccl"``: frames GPU to GPU).
     """
 
-    def __init__(self, layout: Any, tensors: Any, key_file: str | os.PathLike[str], *, host: str = "127.0.0.1",
-                 port: int, connect_timeout: float = 30.0, receive_timeout: Optional[float] = None,
-                 held_version: Optional[int] = None, commit: str = "atomic") -> None:
+    def __init__(self, layout: Any, tensors: Any, key_file: Optional[str | os.PathLike[str]] = None, *,
+                 tls: Optional[TLS] = None, host: str = "127.0.0.1", port: int, connect_timeout: float = 30.0, receive_timeout: Optional[float] = None,
+                 held_version: Optional[int] = None, commit: str = "atomic", link: str = "tcp") -> None:
         _require_tcp()
         self.layout = layout if isinstance(layout, Layout) else Layout(layout)
         self.tensors = self.layout.order(tensors)
         index = _placement(self.tensors)
+        native = _native_classes(index, link)[1]
         if index is None:
-            native = _core.Subscriber
             index = -1
-        else:
-            _require_cuda()
-            native = _core.CudaSubscriber
-        self._native = native(self.layout._native, self.tensors, host, port, os.fspath(key_file), receive_timeout,
+        key, tls_files = _auth(key_file, tls)
+        self._native = native(self.layout._native, self.tensors, host, port, key, tls_files, receive_timeout,
                               connect_timeout, held_version, index, commit)
 
     def receive(self, *, stream: Any = None) -> Optional[dict[str, Any]]:

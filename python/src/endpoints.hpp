@@ -1,7 +1,8 @@
 // Publisher and Subscriber for Python: the one sync engine (sync::sender / sync::receiver) over the
-// authenticated TCP transport, for arrays in host memory (net.cpp) or on a GPU (gpu.cpp). `Place` says where
-// the weights live: which sender and receiver that takes, how their backends are made, and how the engine's
-// work is ordered against the caller's CUDA stream.
+// authenticated TCP transport, for arrays in host memory (net.cpp) or on a GPU (gpu.cpp), the GPU's frames
+// through host memory or GPU to GPU over NCCL (nccl.cpp). `Place` says where the weights live and how frames
+// travel: which sender, receiver and link that takes, how their backends are made, how a TCP connection becomes
+// the link (accept, connect), and how the engine's work is ordered against the caller's CUDA stream.
 #pragma once
 
 #include "views.hpp"
@@ -12,11 +13,13 @@
 
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
 
 #include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <tuple>
 
 namespace sparsesync::python {
 
@@ -24,9 +27,18 @@ using ms = std::chrono::milliseconds;
 
 inline ms to_ms(std::optional<double> seconds) { return seconds ? ms(static_cast<std::int64_t>(*seconds * 1000.0)) : no_timeout; }
 
-inline asio_tcp_options tcp_options(const std::string& key_file, std::optional<double> receive_timeout) {
+// Mutual TLS as Python passes it: (ca_file, cert_file, key_file, server_name).
+using tls_files = std::tuple<std::string, std::string, std::string, std::string>;
+
+// The key file, TLS, or both (each an independent check); the transport refuses neither.
+inline asio_tcp_options tcp_options(const std::optional<std::string>& key_file, const std::optional<tls_files>& tls,
+                                    std::optional<double> receive_timeout) {
   asio_tcp_options o;
-  o.key = load_key_file(key_file);
+  if (key_file) o.key = load_key_file(*key_file);
+  if (tls) {
+    const auto& [ca, cert, key, name] = *tls;
+    o.tls = tls_options{ca, cert, key, name};
+  }
   o.receive_timeout = to_ms(receive_timeout);
   return o;
 }
@@ -47,9 +59,10 @@ class publisher {
  public:
   using sender_type = typename Place::sender_type;
 
-  publisher(const model_layout& layout, const std::string& host, std::uint16_t port, const std::string& key_file, const std::string& values,
-            std::uint64_t bucket_bytes, double ack_timeout, const place_options& where)
-      : layout_(layout), place_(where, /*trainer=*/true), listener_(host, port, tcp_options(key_file, std::nullopt)) {
+  publisher(const model_layout& layout, const std::string& host, std::uint16_t port, const std::optional<std::string>& key_file,
+            const std::optional<tls_files>& tls, const std::string& values, std::uint64_t bucket_bytes, double ack_timeout,
+            const place_options& where)
+      : layout_(layout), place_(where, /*trainer=*/true), listener_(host, port, tcp_options(key_file, tls, std::nullopt)) {
     if (bucket_bytes == 0) throw error(errc::invalid_argument, "bucket_bytes must be positive");
     place_.emplace_sender(tx_, layout_, options(values, ack_timeout), fixed_bytes{bucket_bytes});
   }
@@ -59,7 +72,7 @@ class publisher {
 
   std::size_t accept(std::optional<double> timeout) {
     nb::gil_scoped_release unlocked;
-    return tx_->add_receiver(listener_.accept(to_ms(timeout)));
+    return tx_->add_receiver(place_.accept(listener_, to_ms(timeout)));
   }
 
   bool wait_for_receivers(std::size_t n, double timeout) {
@@ -135,18 +148,18 @@ class subscriber {
  public:
   using receiver_type = typename Place::receiver_type;
 
-  subscriber(const model_layout& layout, nb::handle tensors, const std::string& host, std::uint16_t port, const std::string& key_file,
-             std::optional<double> receive_timeout, double connect_timeout, std::optional<std::uint64_t> held_version,
-             const place_options& where)
+  subscriber(const model_layout& layout, nb::handle tensors, const std::string& host, std::uint16_t port,
+             const std::optional<std::string>& key_file, const std::optional<tls_files>& tls, std::optional<double> receive_timeout,
+             double connect_timeout, std::optional<std::uint64_t> held_version, const place_options& where)
       : weights_(views_of<true, Place::where>(layout, tensors, "tensors", where.device)), place_(with_device(where, weights_.device), false) {
-    const auto opt = tcp_options(key_file, receive_timeout);
+    const auto opt = tcp_options(key_file, tls, receive_timeout);
     sync::receiver_options ro;
     ro.has_version = held_version.has_value();
     ro.version = held_version.value_or(0);
     nb::gil_scoped_release unlocked;
     // The publisher may still be starting: retry a refused connection every 100 ms until connect_timeout.
     const int attempts = static_cast<int>(connect_timeout * 10.0);
-    place_.emplace_receiver(rx_, layout, weights_.views, connect_retrying(host, port, opt, attempts < 1 ? 1 : attempts), ro);
+    place_.emplace_receiver(rx_, layout, weights_.views, place_.connect(connect_retrying(host, port, opt, attempts < 1 ? 1 : attempts)), ro);
   }
 
   // `stream`: the CUDA stream that will read the weights next (GPU placement): it is ordered after the apply.
@@ -193,12 +206,13 @@ void bind_endpoints(nb::module_& m, const char* publisher_name, const char* subs
   const auto where = [](int device, const std::string& snapshot, const std::string& commit) { return place_options{device, snapshot, commit}; };
   nb::class_<pub>(m, publisher_name)
       .def("__init__",
-           [where](pub* self, const model_layout& layout, const std::string& host, std::uint16_t port, const std::string& key_file,
-                   const std::string& values, std::uint64_t bucket_bytes, double ack_timeout, int device, const std::string& snapshot) {
-             new (self) pub(layout, host, port, key_file, values, bucket_bytes, ack_timeout, where(device, snapshot, "atomic"));
+           [where](pub* self, const model_layout& layout, const std::string& host, std::uint16_t port, const std::optional<std::string>& key_file,
+                   const std::optional<tls_files>& tls, const std::string& values, std::uint64_t bucket_bytes, double ack_timeout, int device,
+                   const std::string& snapshot) {
+             new (self) pub(layout, host, port, key_file, tls, values, bucket_bytes, ack_timeout, where(device, snapshot, "atomic"));
            },
-           nb::arg("layout"), nb::arg("host"), nb::arg("port"), nb::arg("key_file"), nb::arg("values"), nb::arg("bucket_bytes"),
-           nb::arg("ack_timeout"), nb::arg("device"), nb::arg("snapshot"))
+           nb::arg("layout"), nb::arg("host"), nb::arg("port"), nb::arg("key_file").none(), nb::arg("tls").none(), nb::arg("values"),
+           nb::arg("bucket_bytes"), nb::arg("ack_timeout"), nb::arg("device"), nb::arg("snapshot"))
       .def_prop_ro("port", &pub::port)
       .def_prop_ro("device", &pub::device)
       .def("accept", &pub::accept, nb::arg("timeout").none())
@@ -209,12 +223,13 @@ void bind_endpoints(nb::module_& m, const char* publisher_name, const char* subs
   nb::class_<sub>(m, subscriber_name)
       .def("__init__",
            [where](sub* self, const model_layout& layout, nb::handle tensors, const std::string& host, std::uint16_t port,
-                   const std::string& key_file, std::optional<double> receive_timeout, double connect_timeout,
-                   std::optional<std::uint64_t> held_version, int device, const std::string& commit) {
-             new (self) sub(layout, tensors, host, port, key_file, receive_timeout, connect_timeout, held_version, where(device, "device", commit));
+                   const std::optional<std::string>& key_file, const std::optional<tls_files>& tls, std::optional<double> receive_timeout,
+                   double connect_timeout, std::optional<std::uint64_t> held_version, int device, const std::string& commit) {
+             new (self) sub(layout, tensors, host, port, key_file, tls, receive_timeout, connect_timeout, held_version,
+                            where(device, "device", commit));
            },
-           nb::arg("layout"), nb::arg("tensors"), nb::arg("host"), nb::arg("port"), nb::arg("key_file"), nb::arg("receive_timeout").none(),
-           nb::arg("connect_timeout"), nb::arg("held_version").none(), nb::arg("device"), nb::arg("commit"))
+           nb::arg("layout"), nb::arg("tensors"), nb::arg("host"), nb::arg("port"), nb::arg("key_file").none(), nb::arg("tls").none(),
+           nb::arg("receive_timeout").none(), nb::arg("connect_timeout"), nb::arg("held_version").none(), nb::arg("device"), nb::arg("commit"))
       .def("next", &sub::next, nb::arg("stream"))
       .def_prop_ro("version", &sub::version)
       .def_prop_ro("sender_version", &sub::sender_version)

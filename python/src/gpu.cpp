@@ -1,128 +1,41 @@
-// sparsesync._core's GPU Publisher and Subscriber (endpoints.hpp over CUDA memory): the trainer's weights are
-// encoded on its GPU against a snapshot the engine keeps (GPU or pinned host memory), the worker's are verified
-// and written on its GPU; frames cross host memory and TCP. Plain C++ over sparsesync::cuda_engine, which holds
-// the compiled GPU backends, so this file needs no nvcc.
+// sparsesync._core's GPU Publisher and Subscriber (endpoints.hpp over CUDA memory, cuda_place.hpp): the
+// trainer's weights are encoded on its GPU against a snapshot the engine keeps (GPU or pinned host memory), the
+// worker's are verified and written on its GPU; frames cross host memory and TCP.
 #include "gpu.hpp"
-#include "endpoints.hpp"
-
-#include <sparsesync/cuda/cuda_error.hpp>
-#include <sparsesync/cuda/sync/device_engine_compiled.hpp>
-
-#include <cuda_runtime_api.h>
+#include "cuda_place.hpp"
 
 namespace sparsesync::python {
 namespace {
 
-using cuda::throw_on_cuda_error;
-
-// Makes a device current for a scope, restoring the caller's (Python threads share the runtime's per-thread
-// current device with whatever else the process runs, torch included).
-class device_guard {
- public:
-  explicit device_guard(int device) {
-    throw_on_cuda_error(cudaGetDevice(&previous_), "cudaGetDevice");
-    if (previous_ != device) throw_on_cuda_error(cudaSetDevice(device), "cudaSetDevice");
-  }
-  device_guard(const device_guard&) = delete;
-  device_guard& operator=(const device_guard&) = delete;
-  ~device_guard() { cudaSetDevice(previous_); }
-
- private:
-  int previous_ = 0;
+// Frames through host memory: the link is the TCP connection itself.
+struct tcp_frames {
+  using link = asio_tcp_transport;
+  static constexpr bool frames_on_device = false;
+  static link accept(asio_tcp_listener& l, ms timeout, int) { return l.accept(timeout); }
+  static link connect(asio_tcp_transport t, int) { return t; }
 };
 
-int resolve_device(int device) {
-  int count = 0;
-  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0)
-    throw error(errc::invalid_argument, "no CUDA device is visible to this process (a GPU endpoint needs one)");
-  if (device < 0) throw_on_cuda_error(cudaGetDevice(&device), "cudaGetDevice");
-  if (device >= count)
-    throw error(errc::invalid_argument, "cuda:" + std::to_string(device) + " does not exist (" + std::to_string(count) + " visible)");
-  return device;
+// The model checksum of weights on a GPU (the header's whole-model checksum, docs/FORMAT.md section 5), computed
+// where they live, after the work queued on `caller`. A device sink's checksum() does exactly this; the sink
+// only reads the weights for it.
+std::uint64_t cuda_checksum(const model_layout& layout, nb::handle tensors, std::uintptr_t caller) {
+  const auto w = views_of<false, placement::cuda>(layout, tensors, "tensors");
+  std::vector<tensor_view> views;
+  for (const auto& v : w.views) views.push_back({const_cast<void*>(v.data), v.numel, v.dtype});
+  nb::gil_scoped_release unlocked;
+  place_options where;
+  where.device = w.device;
+  cuda_place<tcp_frames> place(where, false);
+  place.order_after(caller);
+  device_guard on(place.device());
+  cuda::device_sink_options so;
+  so.stream = place.stream();
+  return cuda::compiled_device_applier_backend(layout, views, so)->checksum();
 }
-
-// Weights on one GPU. The engine works on a stream of its own; each call is ordered after the caller's stream
-// (publish: the weights are final) or before it (receive: what reads the weights next waits for the apply), with
-// an event, so the caller never has to synchronize the device.
-class cuda_place {
- public:
-  static constexpr placement where = placement::cuda;
-  using sender_type = sync::sender<rice, fixed_bytes, asio_tcp_transport, sync::device_source>;
-  using receiver_type = sync::receiver<asio_tcp_transport, sync::device_sink>;
-
-  cuda_place(const place_options& o, bool trainer) : device_(resolve_device(o.device)) {
-    if (o.snapshot != "device" && o.snapshot != "host_pinned")
-      throw error(errc::invalid_argument, "snapshot must be 'device' or 'host_pinned', not '" + o.snapshot + "'");
-    if (o.commit != "atomic" && o.commit != "streamed")
-      throw error(errc::invalid_argument, "commit must be 'atomic' or 'streamed', not '" + o.commit + "'");
-    snapshot_ = o.snapshot == "device" ? sync::snapshot_place::device : sync::snapshot_place::host_pinned;
-    commit_ = o.commit == "atomic" ? cuda::frame_commit_mode::atomic : cuda::frame_commit_mode::streamed;
-    (void)trainer;
-    device_guard on(device_);
-    throw_on_cuda_error(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
-    if (const auto e = cudaEventCreateWithFlags(&event_, cudaEventDisableTiming); e != cudaSuccess) {
-      cudaStreamDestroy(stream_);
-      throw_on_cuda_error(e, "cudaEventCreateWithFlags");
-    }
-  }
-  cuda_place(const cuda_place&) = delete;
-  cuda_place& operator=(const cuda_place&) = delete;
-  ~cuda_place() {
-    device_guard on(device_);
-    cudaStreamSynchronize(stream_);
-    cudaEventDestroy(event_);
-    cudaStreamDestroy(stream_);
-  }
-
-  int device() const { return device_; }
-
-  void emplace_sender(std::optional<sender_type>& tx, const model_layout& layout, const sync::sender_options& o, fixed_bytes policy) {
-    device_guard on(device_);
-    cuda::device_source_options so;
-    so.stream = stream_;
-    so.snapshot = snapshot_;
-    tx.emplace(layout, o, policy, sync::device_source<rice>(cuda::compiled_device_encoder_backend(so)));
-  }
-
-  void emplace_receiver(std::optional<receiver_type>& rx, const model_layout& layout, std::span<const tensor_view> weights, asio_tcp_transport t,
-                        const sync::receiver_options& o) {
-    device_guard on(device_);
-    cuda::device_sink_options so;
-    so.stream = stream_;
-    so.commit = commit_;
-    rx.emplace(layout, sync::device_sink(cuda::compiled_device_applier_backend(layout, weights, so)), std::move(t), o);
-  }
-
-  void order_after(std::uintptr_t caller) { link(reinterpret_cast<cudaStream_t>(caller), stream_); }
-  void order_before(std::uintptr_t caller) { link(stream_, reinterpret_cast<cudaStream_t>(caller)); }
-
-  void report_memory(const sender_type& tx, nb::dict& d) const {
-    const auto m = tx.source().memory();
-    d["snapshot_device_bytes"] = m.snapshot_device;
-    d["snapshot_host_bytes"] = m.snapshot_host;
-    d["scratch_device_bytes"] = m.scratch_device;
-  }
-
- private:
-  // `to` waits for the work queued on `from` so far.
-  void link(cudaStream_t from, cudaStream_t to) {
-    device_guard on(device_);
-    throw_on_cuda_error(cudaEventRecord(event_, from), "cudaEventRecord");
-    throw_on_cuda_error(cudaStreamWaitEvent(to, event_, 0), "cudaStreamWaitEvent");
-  }
-
-  int device_;
-  sync::snapshot_place snapshot_ = sync::snapshot_place::device;
-  cuda::frame_commit_mode commit_ = cuda::frame_commit_mode::atomic;
-  cudaStream_t stream_ = nullptr;
-  cudaEvent_t event_ = nullptr;
-};
 
 }  // namespace
 
-void bind_gpu(nb::module_& m) {
-  m.attr("has_cuda") = true;
-  m.attr("device_bucket_bytes") = sync::device_bucket_bytes;
+void register_cuda_errors() {
   nb::register_exception_translator([](const std::exception_ptr& p, void*) {
     try {
       std::rethrow_exception(p);
@@ -131,11 +44,18 @@ void bind_gpu(nb::module_& m) {
       PyErr_SetString(cls.ptr(), e.what());
     }
   });
+}
+
+void bind_gpu(nb::module_& m) {
+  m.attr("has_cuda") = true;
+  m.attr("device_bucket_bytes") = sync::device_bucket_bytes;
+  register_cuda_errors();
   m.def("cuda_device_count", [] {
     int n = 0;
     return cudaGetDeviceCount(&n) == cudaSuccess ? n : 0;
   });
-  bind_endpoints<cuda_place>(m, "CudaPublisher", "CudaSubscriber");
+  m.def("cuda_checksum", &cuda_checksum, nb::arg("layout"), nb::arg("tensors"), nb::arg("stream"));
+  bind_endpoints<cuda_place<tcp_frames>>(m, "CudaPublisher", "CudaSubscriber");
 }
 
 }  // namespace sparsesync::python

@@ -3,6 +3,7 @@
 // Arrays are borrowed, never copied (views.hpp); the GIL is released while the library works.
 #include "changes.hpp"
 #include "gpu.hpp"
+#include "nccl.hpp"
 #include "net.hpp"
 #include "summary.hpp"
 #include "views.hpp"
@@ -219,5 +220,10 @@ NB_MODULE(_core, m) {
   bind_gpu(m);
 #else
   m.attr("has_cuda") = false;
+#endif
+#ifdef SPARSESYNC_PYTHON_NCCL
+  bind_nccl(m);
+#else
+  m.attr("has_nccl") = false;
 #endif
 }

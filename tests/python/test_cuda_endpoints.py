@@ -65,7 +65,7 @@ def _bits(t):
     return t.view(torch.int16 if t.element_size() == 2 else torch.int32)
 
 
-def _run(tmp_path, worker_device, versions=5, commit="atomic", snapshot="device"):
+def _run(tmp_path, worker_device, versions=5, commit="atomic", snapshot="device", link="tcp"):
     key = tmp_path / "sync.key"
     if not key.exists():
         ss.generate_key_file(key)
@@ -74,11 +74,11 @@ def _run(tmp_path, worker_device, versions=5, commit="atomic", snapshot="device"
     worker = [torch.zeros_like(t, device=worker_device) for t in trainer]
     pointers = [t.data_ptr() for t in worker]
     reports, failures = [], []
-    with ss.Publisher(layout, key, device="cuda:0", snapshot=snapshot) as pub:
+    with ss.Publisher(layout, key, device="cuda:0", snapshot=snapshot, link=link) as pub:
 
         def work():
             try:
-                with ss.Subscriber(layout, worker, key, port=pub.port, commit=commit) as sub:
+                with ss.Subscriber(layout, worker, key, port=pub.port, commit=commit, link=link) as sub:
                     for r in sub:
                         torch.cuda.current_stream(worker[0].device).synchronize()
                         r["equal"] = all(torch.equal(_bits(a.to(worker_device)), _bits(b)) for a, b in zip(expected[r["version"]], worker))
@@ -119,6 +119,30 @@ def test_gpu_trainer_to_gpu_worker_bit_identical(tmp_path, commit):
     assert all(0 < p["changed"] < p["numel"] // 20 for p in published[1:])
     assert published[1]["snapshot_device_bytes"] > 0
     assert status[0]["full_transfers"] == 0  # version 1 is itself from zero: no catch-up transfer was needed
+
+
+@needs_gpu
+@pytest.mark.skipif(not ss.HAS_NCCL or gpu_count < 2, reason=f"needs NCCL endpoints and two GPUs (NCCL: {ss.HAS_NCCL}, GPUs: {gpu_count})")
+@pytest.mark.parametrize("commit", ["atomic", "streamed"])
+def test_frames_gpu_to_gpu_over_nccl(tmp_path, commit):
+    published, reports, _, _ = _run(tmp_path, "cuda:1", commit=commit, link="nccl")
+    assert reports[0]["full"] and not any(r["full"] for r in reports[1:])
+    lib = ss.nccl_library()
+    assert lib["version"] > 0 and lib["path"]
+    print(f"NCCL {lib['version']} from {lib['path']}")
+    if "torch" in __import__("sys").modules:
+        # One NCCL in the process: the library torch loaded, not a second copy.
+        maps = open("/proc/self/maps").read()
+        loaded = {line.split()[-1] for line in maps.splitlines() if "libnccl" in line}
+        assert len(loaded) == 1, loaded
+
+
+def test_nccl_needs_gpu_tensors(tmp_path):
+    ss.generate_key_file(tmp_path / "k")
+    with pytest.raises(ss.InvalidArgument, match="nccl"):
+        ss.Publisher([("w", "bf16", (8,))], tmp_path / "k", link="nccl")
+    with pytest.raises(ss.InvalidArgument, match="link"):
+        ss.Publisher([("w", "bf16", (8,))], tmp_path / "k", link="udp")
 
 
 @needs_gpu
@@ -189,3 +213,39 @@ def test_tensors_in_the_wrong_place_are_refused(tmp_path):
         with pytest.raises(ss.InvalidArgument, match="C-contiguous"):
             pub.publish(1, [torch.empty(t.shape[::-1], dtype=t.dtype, device=t.device).t() if t.dim() == 2 else t
                             for t in _model("cuda:0")])
+
+
+@needs_gpu
+def test_checksum_of_gpu_tensors_equals_the_host_checksum_and_the_published_one(tmp_path):
+    layout = ss.Layout(ENTRIES)
+    model = _model("cuda:0", seed=5)
+    on_gpu = ss.checksum(layout, model)
+    host = [t.cpu().view(torch.int16 if t.element_size() == 2 else torch.int32).numpy() for t in model]
+    assert on_gpu == ss.checksum(layout, host)
+    model[0].view(torch.int16)[3, 4] += 1  # queued on torch's stream: the checksum is ordered after it
+    assert ss.checksum(layout, model) != on_gpu
+
+
+@needs_gpu
+def test_cupy_arrays_on_both_ends(tmp_path):
+    cupy = pytest.importorskip("cupy", reason="cupy is not installed")
+    ss.generate_key_file(tmp_path / "k")
+    layout = ss.Layout([("a", "bf16", (300, 200)), ("b", "f32", (77,))])
+    rng = cupy.random.default_rng(3)
+    trainer = [rng.integers(0, 1 << 16, (300, 200), dtype=cupy.uint16), rng.integers(0, 1 << 31, (77,), dtype=cupy.uint32)]
+    worker = [cupy.zeros_like(t) for t in trainer]
+    got = []
+    with ss.Publisher(layout, tmp_path / "k", device="cuda:0") as pub:
+        t = threading.Thread(target=lambda: got.extend(ss.Subscriber(layout, worker, tmp_path / "k", port=pub.port)))
+        t.start()
+        pub.accept(timeout=60)
+        for v in (1, 2):
+            if v == 2:
+                trainer[0][::7, ::5] += 1
+            assert pub.publish(v, trainer)["acknowledged"] == 1
+        pub.close()
+        t.join(60)
+    cupy.cuda.Device(0).synchronize()
+    assert [r["version"] for r in got] == [1, 2]
+    assert all(bool((a == b).all()) for a, b in zip(trainer, worker))
+    assert ss.checksum(layout, worker) == got[-1]["checksum"]

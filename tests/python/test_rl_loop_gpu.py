@@ -39,7 +39,10 @@ def _digest(tensors):
     return h.hexdigest()
 
 
-def test_policy_gradient_loop_trainer_gpu0_worker_gpu1(tmp_path, capsys):
+@pytest.mark.parametrize("link", ["tcp", "nccl"])
+def test_policy_gradient_loop_trainer_gpu0_worker_gpu1(tmp_path, capsys, link):
+    if link == "nccl" and not ss.HAS_NCCL:
+        pytest.skip("built without NCCL endpoints")
     torch.manual_seed(0)
     trainer = transformers.GPT2LMHeadModel(_config()).to("cuda:0")
     optim = torch.optim.AdamW(trainer.parameters(), lr=1e-5)  # an RL learning rate: most BF16 casts do not move
@@ -56,11 +59,11 @@ def test_policy_gradient_loop_trainer_gpu0_worker_gpu1(tmp_path, capsys):
     ss.generate_key_file(key)
     results, failures = [], []
     lines = []
-    with ss.Publisher(layout, key, device="cuda:0") as pub:
+    with ss.Publisher(layout, key, device="cuda:0", link=link) as pub:
 
         def rollout_worker():
             try:
-                with ss.Subscriber(layout, worker_tensors, key, port=pub.port) as sub, torch.no_grad():
+                with ss.Subscriber(layout, worker_tensors, key, port=pub.port, link=link) as sub, torch.no_grad():
                     for report in sub:
                         logits = worker(prompts).logits
                         results.append((report, _digest(worker_tensors[n] for n in state), logits))
@@ -105,4 +108,4 @@ def test_policy_gradient_loop_trainer_gpu0_worker_gpu1(tmp_path, capsys):
     assert not failures, failures
     assert any(0 < r[0]["changed"] for r in results[1:]), "no step changed the BF16 weights: the test proves nothing"
     with capsys.disabled():
-        print("\n" + "\n".join(lines))
+        print(f"\nlink {link}:\n" + "\n".join(lines))

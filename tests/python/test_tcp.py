@@ -72,3 +72,73 @@ def test_wrong_key_is_refused(tmp_path):
             ss.Subscriber(layout, [np.zeros(8, np.uint16)], tmp_path / "b.key", port=pub.port, connect_timeout=5)
         t.join(20)
         assert len(accepted) == 1 and isinstance(accepted[0], ss.Error)
+
+
+def _make_pki(d, ca_name="ca"):
+    """A CA and server/client certificates signed by it (EC P-256, valid two days), with the openssl CLI."""
+    import shutil
+    import subprocess as sp
+
+    if shutil.which("openssl") is None:
+        pytest.skip("the openssl command is not installed (the TLS test makes its certificates with it)")
+    run = lambda *a: sp.run(["openssl", *a], cwd=d, check=True, capture_output=True)  # noqa: E731
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes"]
+    run("req", "-x509", *ec, "-keyout", f"{ca_name}.key", "-out", f"{ca_name}.pem", "-days", "2", "-subj", f"/CN={ca_name}")
+    (d / "san.ext").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
+    for who in ("server", "client"):
+        run("req", *ec, "-keyout", f"{ca_name}-{who}.key", "-out", f"{who}.csr", "-subj", f"/CN={who}")
+        run("x509", "-req", "-in", f"{who}.csr", "-CA", f"{ca_name}.pem", "-CAkey", f"{ca_name}.key", "-CAcreateserial",
+            "-out", f"{ca_name}-{who}.pem", "-days", "2", "-extfile", "san.ext")
+    return lambda who, server_name="": ss.TLS(d / f"{ca_name}.pem", d / f"{ca_name}-{who}.pem", d / f"{ca_name}-{who}.key",
+                                              server_name)
+
+
+def test_mutual_tls_without_a_key(tmp_path):
+    import threading
+
+    import numpy as np
+
+    tls = _make_pki(tmp_path)
+    layout = ss.Layout([("w", "bf16", (64, 32))])
+    model = [np.arange(64 * 32, dtype=np.uint16).reshape(64, 32)]
+    worker = [np.zeros((64, 32), np.uint16)]
+    got = []
+    with ss.Publisher(layout, tls=tls("server")) as pub:
+        t = threading.Thread(target=lambda: got.extend(ss.Subscriber(layout, worker, tls=tls("client", "127.0.0.1"), port=pub.port)))
+        t.start()
+        pub.accept(timeout=30)
+        assert pub.publish(1, model)["acknowledged"] == 1
+        pub.close()
+        t.join(30)
+    assert [r["version"] for r in got] == [1] and np.array_equal(worker[0], model[0])
+
+
+def test_tls_certificate_from_another_ca_is_refused(tmp_path):
+    import threading
+
+    import numpy as np
+
+    (tmp_path / "ours").mkdir()
+    (tmp_path / "rogue").mkdir()
+    ours, rogue = _make_pki(tmp_path / "ours"), _make_pki(tmp_path / "rogue", "rogue")
+    layout = ss.Layout([("w", "bf16", (8,))])
+    with ss.Publisher(layout, tls=ours("server")) as pub:
+        outcome = []
+
+        def accept():
+            try:
+                outcome.append(pub.accept(10))
+            except ss.Error as e:
+                outcome.append(e)
+
+        t = threading.Thread(target=accept)
+        t.start()
+        with pytest.raises(ss.Error):
+            ss.Subscriber(layout, [np.zeros(8, np.uint16)], tls=rogue("client"), port=pub.port, connect_timeout=5)
+        t.join(20)
+        assert len(outcome) == 1 and isinstance(outcome[0], ss.Error), outcome
+
+
+def test_no_authentication_is_refused(tmp_path):
+    with pytest.raises(ss.InvalidArgument, match="no authentication"):
+        ss.Publisher([("w", "bf16", (8,))])
