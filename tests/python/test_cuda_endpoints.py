@@ -234,17 +234,33 @@ def test_cupy_arrays_on_both_ends(tmp_path):
     rng = cupy.random.default_rng(3)
     trainer = [rng.integers(0, 1 << 16, (300, 200), dtype=cupy.uint16), rng.integers(0, 1 << 31, (77,), dtype=cupy.uint32)]
     worker = [cupy.zeros_like(t) for t in trainer]
-    got = []
-    with ss.Publisher(layout, tmp_path / "k", device="cuda:0") as pub:
-        t = threading.Thread(target=lambda: got.extend(ss.Subscriber(layout, worker, tmp_path / "k", port=pub.port)))
-        t.start()
-        pub.accept(timeout=60)
-        for v in (1, 2):
-            if v == 2:
-                trainer[0][::7, ::5] += 1
-            assert pub.publish(v, trainer)["acknowledged"] == 1
-        pub.close()
-        t.join(60)
+    cupy.cuda.Device(0).synchronize()
+    got, failures = [], []
+    # This case hung once on an H100 (bench/results/gpu-test-runs/python-gpu-2de7fee-cupy-hang.log): bounded waits
+    # and a stack dump make a repeat a failure that says where, not a hang.
+    import faulthandler
+    faulthandler.dump_traceback_later(60, exit=False)
+
+    def work():
+        try:
+            got.extend(ss.Subscriber(layout, worker, tmp_path / "k", port=pub.port, receive_timeout=30))
+        except Exception as e:
+            failures.append(e)
+
+    try:
+        with ss.Publisher(layout, tmp_path / "k", device="cuda:0", ack_timeout=30) as pub:
+            t = threading.Thread(target=work)
+            t.start()
+            pub.accept(timeout=30)
+            for v in (1, 2):
+                if v == 2:
+                    trainer[0][::7, ::5] += 1
+                assert pub.publish(v, trainer)["acknowledged"] == 1, failures
+            pub.close()
+            t.join(30)
+    finally:
+        faulthandler.cancel_dump_traceback_later()
+    assert not failures, failures
     cupy.cuda.Device(0).synchronize()
     assert [r["version"] for r in got] == [1, 2]
     assert all(bool((a == b).all()) for a, b in zip(trainer, worker))
