@@ -7,6 +7,7 @@
 // changes as flat offsets and coded values. What needs the old values (resolving `ulp` steps, rejecting
 // no-op changes, the base and target content checksums) is the caller's: element_hash_delta and
 // content_checksum compute the library's checksums over the values it gathers.
+#include "byte_buffer.hpp"
 #include "changes.hpp"
 
 #include <sparsesync/sparsesync.hpp>
@@ -23,26 +24,6 @@ namespace nb = nanobind;
 using namespace sparsesync;
 
 namespace {
-
-// A read-only view of a bytes-like object (bytes, bytearray, memoryview, a uint8 array).
-class patch_bytes {
- public:
-  explicit patch_bytes(nb::handle h) {
-    if (PyObject_GetBuffer(h.ptr(), &view_, PyBUF_SIMPLE) != 0) {
-      PyErr_Clear();
-      throw error(errc::invalid_argument, "patch: expected a bytes-like object (bytes, bytearray, memoryview)");
-    }
-  }
-  ~patch_bytes() { PyBuffer_Release(&view_); }
-  patch_bytes(const patch_bytes&) = delete;
-  patch_bytes& operator=(const patch_bytes&) = delete;
-  [[nodiscard]] std::span<const unsigned char> bytes() const {
-    return {static_cast<const unsigned char*>(view_.buf), static_cast<std::size_t>(view_.len)};
-  }
-
- private:
-  Py_buffer view_{};
-};
 
 // A numpy array that owns `v`'s storage (moved into a capsule: no copy).
 template <class T>
@@ -187,7 +168,7 @@ nb::object words_to_numpy(std::vector<unsigned char>&& bytes) {
 }
 
 nb::dict decode_changes(const model_layout& layout, nb::handle patch, nb::handle base_reader) {
-  const patch_bytes buf(patch);
+  const sparsesync::python::byte_buffer buf(patch);
   const auto in = buf.bytes();
   patch_prologue pro;
   std::vector<tensor_changes> lists;

@@ -1,6 +1,7 @@
 // sparsesync._core: the codec of the header-only library for Python (diff, apply, inspect, checksum, layouts).
 // The public names and their documentation live in the pure-Python package above it (python/sparsesync/).
 // Arrays are borrowed, never copied (views.hpp); the GIL is released while the library works.
+#include "byte_buffer.hpp"
 #include "changes.hpp"
 #include "gpu.hpp"
 #include "nccl.hpp"
@@ -23,26 +24,6 @@ using namespace sparsesync;
 using namespace sparsesync::python;
 
 namespace {
-
-// A contiguous read-only view of any bytes-like object (bytes, bytearray, memoryview, a uint8 array).
-class byte_buffer {
- public:
-  explicit byte_buffer(nb::handle h) {
-    if (PyObject_GetBuffer(h.ptr(), &view_, PyBUF_SIMPLE) != 0) {
-      PyErr_Clear();
-      throw error(errc::invalid_argument, "patch: expected a bytes-like object (bytes, bytearray, memoryview)");
-    }
-  }
-  ~byte_buffer() { PyBuffer_Release(&view_); }
-  byte_buffer(const byte_buffer&) = delete;
-  byte_buffer& operator=(const byte_buffer&) = delete;
-  [[nodiscard]] std::span<const unsigned char> bytes() const {
-    return {static_cast<const unsigned char*>(view_.buf), static_cast<std::size_t>(view_.len)};
-  }
-
- private:
-  Py_buffer view_{};
-};
 
 using entry = std::tuple<std::string, std::string, std::vector<std::uint64_t>>;
 

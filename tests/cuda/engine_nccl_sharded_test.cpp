@@ -60,39 +60,17 @@ TEST_CASE("two trainer ranks (GPUs 0, 1) -> two workers (GPUs 2, 3) over NCCL: s
   }
   for (auto& w : workers) w->start();
 
-  std::mt19937_64 rng(23);
-  for (std::uint64_t v = 1; v <= 5; ++v) {
-    if (v > 1) sparsesync_test::step(model, rng);
-    for (auto& r : ranks) r->take(full, model);
-    std::vector<sync::publish_report> reports(ranks.size());
-    std::vector<std::thread> t;
-    for (std::size_t i = 0; i < ranks.size(); ++i) t.emplace_back([&, i] { reports[i] = ranks[i]->tx->publish(v, ranks[i]->views()); });
-    for (auto& x : t) x.join();
-    for (const auto& r : reports) CHECK(r.acknowledged == 2);
-    const std::uint64_t whole = reports[0].target_checksum + reports[1].target_checksum;
-    for (auto& w : workers) {
-      std::shared_lock lock(w->rx->weights_mutex());
-      CHECK(w->rx->version() == v);
-      CHECK(w->rx->checksum() == whole);
-      CHECK(w->download(full) == model);
+  sparsesync_test::publish_and_check(full, model, ranks, workers, 5, 23, [&](std::uint64_t v, const std::vector<sync::publish_report>& reports) {
+    if (v == 1) return;
+    for (std::size_t i = 0; i < ranks.size(); ++i) {
+      // Its shard's snapshot, nothing of the other shard; scratch and frames are sized by buckets and payload
+      // (a floor of a few MiB, more than this test's whole model), never by the full model.
+      const auto m = ranks[i]->tx->source().memory();
+      const std::uint64_t shard_bytes = ranks[i]->layout.numel() * 2;
+      CHECK(m.snapshot_device == shard_bytes);
+      MESSAGE("rank " << i << ": shard " << shard_bytes << " B, snapshot " << m.snapshot_device << " B, scratch and frames " << m.scratch_device
+                      << " B, payload " << reports[i].payload_bytes << " B (model " << full.numel() * 2 << " B)");
     }
-    if (v > 1)
-      for (std::size_t i = 0; i < ranks.size(); ++i) {
-        // Its shard's snapshot, nothing of the other shard; scratch and frames are sized by buckets and payload
-        // (a floor of a few MiB, more than this test's whole model), never by the full model.
-        const auto m = ranks[i]->tx->source().memory();
-        const std::uint64_t shard_bytes = ranks[i]->layout.numel() * 2;
-        CHECK(m.snapshot_device == shard_bytes);
-        MESSAGE("rank " << i << ": shard " << shard_bytes << " B, snapshot " << m.snapshot_device << " B, scratch and frames " << m.scratch_device
-                        << " B, payload " << reports[i].payload_bytes << " B (model " << full.numel() * 2 << " B)");
-      }
-  }
-  for (auto& r : ranks) r->tx->close();
-  for (auto& w : workers) {
-    w->thread.join();
-    REQUIRE(w->got.size() == 5);
-    CHECK(w->got.front().full);
-    CHECK_FALSE(w->got.back().full);
-  }
+  });
   MESSAGE("GPUs: " << gpus << "; ranks on 0, 1; workers on 2, 3");
 }

@@ -50,30 +50,7 @@ TEST_CASE("two trainer ranks on their GPUs -> two GPU workers: sharded versions,
   }
   for (auto& w : workers) w->start();
 
-  std::mt19937_64 rng(17);
-  for (std::uint64_t v = 1; v <= 5; ++v) {
-    if (v > 1) sparsesync_test::step(model, rng);
-    for (auto& r : ranks) r->take(full, model);
-    std::vector<sync::publish_report> reports(ranks.size());
-    std::vector<std::thread> t;
-    for (std::size_t i = 0; i < ranks.size(); ++i) t.emplace_back([&, i] { reports[i] = ranks[i]->tx->publish(v, ranks[i]->views()); });
-    for (auto& x : t) x.join();
-    for (const auto& r : reports) CHECK(r.acknowledged == 2);
-    const std::uint64_t whole = reports[0].target_checksum + reports[1].target_checksum;
-    for (auto& w : workers) {
-      std::shared_lock lock(w->rx->weights_mutex());
-      CHECK(w->rx->version() == v);
-      CHECK(w->rx->checksum() == whole);
-      CHECK(w->download(full) == model);
-    }
-  }
-  for (auto& r : ranks) r->tx->close();
-  for (auto& w : workers) {
-    w->thread.join();
-    REQUIRE(w->got.size() == 5);
-    CHECK(w->got.front().full);
-    CHECK_FALSE(w->got.back().full);
-  }
+  sparsesync_test::publish_and_check(full, model, ranks, workers, 5, 17);
   MESSAGE("GPUs used: " << gpus << " (ranks on " << ranks[0]->device << ", " << ranks[1]->device << "; workers on " << workers[0]->device << ", "
                         << workers[1]->device << ")");
 }

@@ -12,8 +12,15 @@
 
 #include <cuda_runtime_api.h>
 
+#include <doctest/doctest.h>
+
+#include "gpu_sync_fixtures.hpp"
+
 #include <chrono>
+#include <functional>
 #include <memory>
+#include <random>
+#include <shared_mutex>
 #include <thread>
 #include <vector>
 
@@ -114,5 +121,43 @@ struct worker_state {
     return h;
   }
 };
+
+// Publishes `versions` versions of `model` (RL-like steps from `seed`) from every rank at once and checks after
+// each that both workers hold it bit for bit, at one version, with the whole-model checksum the ranks' target
+// checksums add up to; `after` sees each version's reports (per rank). Then closes the ranks and checks that
+// each worker got every version, the first as a full transfer and the last as a patch.
+template <class Transport>
+void publish_and_check(const ss::model_layout& full, std::vector<std::uint16_t>& model, std::vector<std::unique_ptr<rank_state<Transport>>>& ranks,
+                       std::vector<std::unique_ptr<worker_state<Transport>>>& workers, std::uint64_t versions, std::uint64_t seed,
+                       const std::function<void(std::uint64_t, const std::vector<ss::sync::publish_report>&)>& after = {}) {
+  std::mt19937_64 rng(seed);
+  for (std::uint64_t v = 1; v <= versions; ++v) {
+    if (v > 1) step(model, rng);
+    for (auto& r : ranks) r->take(full, model);
+    std::vector<ss::sync::publish_report> reports(ranks.size());
+    std::vector<std::thread> t;
+    for (std::size_t i = 0; i < ranks.size(); ++i) t.emplace_back([&, i] { reports[i] = ranks[i]->tx->publish(v, ranks[i]->views()); });
+    for (auto& x : t) x.join();
+    std::uint64_t whole = 0;
+    for (const auto& r : reports) {
+      CHECK(r.acknowledged == workers.size());
+      whole += r.target_checksum;
+    }
+    for (auto& w : workers) {
+      std::shared_lock lock(w->rx->weights_mutex());
+      CHECK(w->rx->version() == v);
+      CHECK(w->rx->checksum() == whole);
+      CHECK(w->download(full) == model);
+    }
+    if (after) after(v, reports);
+  }
+  for (auto& r : ranks) r->tx->close();
+  for (auto& w : workers) {
+    w->thread.join();
+    REQUIRE(w->got.size() == versions);
+    CHECK(w->got.front().full);
+    CHECK_FALSE(w->got.back().full);
+  }
+}
 
 }  // namespace sparsesync_test
