@@ -383,8 +383,10 @@ TEST_CASE("over NCCL: a worker that stops receiving mid-version is not waited fo
   const auto good_w = make_on<device_model>(worker_gpu, w.layout);
   const auto stuck_w = make_on<device_model>(stuck_gpu, w.layout);
   worker<gpu_receiver> good;
+  std::shared_ptr<nccl_link<inproc_transport>> good_trainer_end;
   {
     auto [t, r, watch] = connect_pair(2s);
+    good_trainer_end = watch;
     tx->add_receiver(std::move(t));
     good.rx = make_gpu_receiver(w.layout, *good_w, std::move(r), sc::frame_commit_mode::atomic);
   }
@@ -412,6 +414,12 @@ TEST_CASE("over NCCL: a worker that stops receiving mid-version is not waited fo
   const auto r3 = tx->publish(3, w.views);
   const double s3 = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   MESSAGE("version 3 with a stuck worker: publish " << s3 * 1e3 << " ms");
+  // What each session saw (this case has failed on H100s: the good worker's session ended too; the record says why).
+  for (const auto& st : tx->receivers())
+    MESSAGE("session " << st.id << ": connected " << st.connected << ", version " << st.version << ", lagging " << st.lagging
+                       << ", last error: " << (st.last_error.empty() ? "(none)" : st.last_error));
+  MESSAGE("good link, trainer end: aborted " << good_trainer_end->aborted() << ", frames sent " << good_trainer_end->stats().frames_sent
+                                             << ", deferred NCCL calls " << good_trainer_end->stats().deferred_calls);
   CHECK(r3.acknowledged == 1);
   CHECK(r3.marked_lagging == 1);
   if (good.failed) MESSAGE("the good worker stopped: " << good.why);
