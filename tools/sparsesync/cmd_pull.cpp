@@ -42,7 +42,8 @@ namespace detail_pull {
 // receiver applies versions into it in place).
 class weights_image {
  public:
-  // All-zero tensors under `header` (which must describe `layout` with a packed data area).
+  // Tensors under `header` (which must describe `layout` with a packed data area) for a full transfer to fill:
+  // not zeroed here (a full transfer writes every element; zeroing would touch each page once more).
   weights_image(std::vector<unsigned char> header, model_layout layout) : header_(std::move(header)), layout_(std::move(layout)) {
     allocate(layout_.bytes());
   }
@@ -108,7 +109,7 @@ class weights_image {
   weights_image(std::vector<unsigned char> header, model_layout layout, no_alloc) : header_(std::move(header)), layout_(std::move(layout)) {}
 
   void allocate(std::uint64_t bytes) {
-    storage_.reset(new block[bytes / sizeof(block) + 1]());  // zeroed: a full transfer starts from the all-zero model
+    storage_.reset(new block[bytes / sizeof(block) + 1]);  // default-initialised: see the constructor
     data_ = storage_.get()->b;
     bytes_ = bytes;
   }
