@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -38,11 +39,18 @@ namespace sparsesync::cli {
 
 namespace detail_pull {
 
+// Unmaps a weights_image's data area.
+struct unmap {
+  std::size_t bytes = 0;
+  void operator()(unsigned char* p) const noexcept { ::munmap(p, bytes); }
+};
+
 // A checkpoint in memory: its header bytes as in the file and its data area (64-byte aligned, mutable: the
 // receiver applies versions into it in place).
 class weights_image {
  public:
-  // All-zero tensors under `header` (which must describe `layout` with a packed data area).
+  // Tensors under `header` (which must describe `layout` with a packed data area) for a full transfer to fill:
+  // not zeroed here (a full transfer writes every element; zeroing would touch each page once more).
   weights_image(std::vector<unsigned char> header, model_layout layout) : header_(std::move(header)), layout_(std::move(layout)) {
     allocate(layout_.bytes());
   }
@@ -102,14 +110,19 @@ class weights_image {
 
  private:
   struct no_alloc {};
-  struct alignas(64) block {
-    unsigned char b[64];
-  };
   weights_image(std::vector<unsigned char> header, model_layout layout, no_alloc) : header_(std::move(header)), layout_(std::move(layout)) {}
 
   void allocate(std::uint64_t bytes) {
-    storage_.reset(new block[bytes / sizeof(block) + 1]());  // zeroed: a full transfer starts from the all-zero model
-    data_ = storage_.get()->b;
+    // Fresh anonymous memory (zero pages, nothing touched), asking for huge pages: in a VM each 4 KiB first
+    // touch costs a fault, and a model has a quarter of a million of them per GiB.
+    const std::size_t len = static_cast<std::size_t>(bytes) + 64;
+    void* p = ::mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) throw error(errc::io, "cannot allocate " + std::to_string(bytes) + " bytes for the model: " + std::strerror(errno));
+#ifdef MADV_HUGEPAGE
+    (void)::madvise(p, len, MADV_HUGEPAGE);
+#endif
+    storage_ = std::unique_ptr<unsigned char, unmap>(static_cast<unsigned char*>(p), unmap{len});
+    data_ = storage_.get();
     bytes_ = bytes;
   }
 
@@ -126,7 +139,7 @@ class weights_image {
 
   std::vector<unsigned char> header_;
   model_layout layout_;
-  std::unique_ptr<block[]> storage_;
+  std::unique_ptr<unsigned char, unmap> storage_;
   unsigned char* data_ = nullptr;
   std::uint64_t bytes_ = 0;
 };

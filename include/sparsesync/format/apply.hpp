@@ -5,6 +5,7 @@
 
 #include <sparsesync/codec/registry.hpp>
 #include <sparsesync/format/bucket_reader.hpp>
+#include <sparsesync/format/dense_bitmap.hpp>
 #include <sparsesync/format/model_access.hpp>
 #include <sparsesync/format/patch_reader.hpp>
 
@@ -112,6 +113,18 @@ class staged_patch {
   using chunk_sink = std::function<void(std::uint64_t flat_end, std::span<const staged_change> changes)>;
   void stream_to(chunk_sink sink) { sink_ = std::move(sink); }
 
+  // For a patch from the all-zero model (every current view null) written as it arrives: each bucket is
+  // written into `model` whole, every element of it, so `model` needs no zero-fill first. Buckets in the
+  // dense form of a full transfer (bitmap, absolute values) are read straight into it (dense_bitmap.hpp: a
+  // copy and a hash per element, no change list); any other bucket's range is zeroed, then its changes go
+  // to the stream_to() sink, which must write them into `model`. Checks are those of staged mode, per bucket.
+  void write_full_into(std::span<const tensor_view> model) {
+    for (const auto& v : current_)
+      if (v.data) throw error(errc::invalid_argument, "write_full_into: only for a patch from the all-zero model");
+    if (auto s = check_views(layout_, model, "full transfer target"); !s) throw error(s);
+    full_out_.assign(model.begin(), model.end());
+  }
+
   // Hands over the change list of an earlier staged_patch (from take_storage) to stage into: its capacity is
   // kept, so that a receiver does not allocate and page in a new list for every version.
   void reuse_storage(std::vector<staged_change> storage) {
@@ -144,6 +157,14 @@ class staged_patch {
     const auto& h = b.header;
     const auto starts = detail::segment_starts(b.segments);
     const std::uint64_t chunk = std::uint64_t{1} << h.log2_chunk;
+    if (!full_out_.empty()) {
+      if constexpr (std::same_as<E, bitmap>) {
+        if (h.mode == value_mode::absolute) return stage_dense<W>(b, starts);
+      }
+      detail::for_each_run(layout_, b.segments, starts, 0, h.numel, [&](const detail::bucket_run& r) {
+        std::memset(detail::word_ptr<W>(full_out_[r.tensor]) + r.tensor_offset, 0, r.count * sizeof(W));
+      });
+    }
     std::uint64_t actual_base = 0;
     if (!opt_.known_base_checksum) {
       detail::for_each_run(layout_, b.segments, starts, 0, h.numel, [&](const detail::bucket_run& r) {
@@ -216,6 +237,32 @@ class staged_patch {
     return {};
   }
 
+  // A full transfer's bitmap bucket (absolute values), read into full_out_ chunk by chunk (write_full_into).
+  template <element_word W>
+  status stage_dense(const bucket_view& b, std::span<const std::uint64_t> starts) {
+    const auto& h = b.header;
+    const std::uint64_t chunk = std::uint64_t{1} << h.log2_chunk;
+    bucket_checksums sums;
+    for (std::uint32_t c = 0; c < h.chunk_count; ++c) {
+      const auto& ce = b.chunks[c];
+      const std::uint64_t first = std::uint64_t{c} * chunk;
+      const auto n = static_cast<std::uint32_t>(std::min(chunk, h.numel - first));
+      const auto runs = [&](auto&& f) {
+        detail::for_each_run(layout_, b.segments, starts, first, n, [&](const detail::bucket_run& r) { f(r, r.bucket_first - first); });
+      };
+      const auto out = [&](const detail::bucket_run& r) { return detail::word_ptr<W>(full_out_[r.tensor]) + r.tensor_offset; };
+      if (auto s = detail::read_dense_chunk<W>(b.data.subspan(b.chunk_offsets[c], ce.data_bytes), n, ce.changes, runs, out, sums); !s)
+        return s.prefix("chunk " + std::to_string(c));
+      streamed_ += ce.changes;
+    }
+    if (sums.base != h.base_checksum) return {errc::base_mismatch, "the receiver's weights are not the patch's base"};
+    if (sums.target != h.target_checksum) return {errc::target_mismatch, "the rebuilt weights differ from the sender's"};
+    numel_ += h.numel;
+    base_sum_ += h.base_checksum;
+    target_sum_ += h.target_checksum;
+    return {};
+  }
+
   // Turns the coded values of changes_[from, end) into new bit patterns against the current model and adds
   // their checksum deltas to `delta`. Returns the index of the first change that leaves its element as it
   // was (invalid), or changes_.size().
@@ -261,6 +308,7 @@ class staged_patch {
   tiling_check tiling_;
   std::vector<staged_change> changes_;
   chunk_sink sink_;               // stream_to(): changes go there chunk by chunk
+  std::vector<tensor_view> full_out_;  // write_full_into(): where a full transfer's buckets are written whole
   std::uint64_t streamed_ = 0;    // changes handed to sink_
   std::uint32_t buckets_ = 0;
   std::uint64_t numel_ = 0, base_sum_ = 0, target_sum_ = 0;

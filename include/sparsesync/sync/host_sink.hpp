@@ -1,8 +1,8 @@
 // host_sink: the version_sink for weights in host memory. A patch is staged bucket by bucket (each bucket
 // verified against the worker's memory) and written only once the whole version verified; a full transfer is
 // written while the worker holds no version, each chunk's elements as soon as they decode (nothing to protect:
-// memory holds one chunk's changes, not 16 bytes per element of a bucket), or bucket by bucket where a write
-// hook wants each bucket's changes.
+// memory holds one chunk's changes, not 16 bytes per element of a bucket; a dense bitmap bucket is copied into
+// the buffers without a change list at all), or bucket by bucket where a write hook wants each bucket's changes.
 #pragma once
 
 #include <sparsesync/core/model_checksum.hpp>
@@ -35,17 +35,20 @@ class host_sink {
     full_ = full;
     changed_ = 0;
     current_.assign(buffers_.begin(), buffers_.end());
+    streaming_ = full && !hook_;
     if (full) {
-      zero_fill(buffers_);
+      // Streamed, every bucket is written whole (write_full_into): no zero-fill of the model first.
+      if (!streaming_) zero_fill(buffers_);
       for (auto& v : current_) v.data = nullptr;
     }
     apply_options opt;
     if (!full) opt.known_base_checksum = known_base;  // touch only changed elements
     staged_.emplace(*layout_, current_, opt);
     staged_->reuse_storage(std::move(storage_));
-    streaming_ = full && !hook_;
-    if (streaming_)
+    if (streaming_) {
       staged_->stream_to([this](std::uint64_t, std::span<const staged_change> changes) { sparsesync::detail::write_changes(buffers_, changes); });
+      staged_->write_full_into(buffers_);
+    }
   }
 
   status add_bucket(std::span<const unsigned char> frame) {

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <sparsesync/format/patch_writer.hpp>
+#include <sparsesync/sync/full_transfer.hpp>
 #include <sparsesync/sync/host_source.hpp>
 #include <sparsesync/sync/protocol.hpp>
 #include <sparsesync/sync/version_source.hpp>
@@ -20,10 +21,12 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstring>
 #include <deque>
 #include <list>
 #include <shared_mutex>
 #include <thread>
+#include <tuple>
 
 SPARSESYNC_NS_BEGIN
 namespace sync {
@@ -69,6 +72,15 @@ struct publish_report {
 // sender's default transport: not a transport. It exists so that `sender<>` or `sender<rice>` fails with
 // one message saying what to write, rather than with errors about a parameter of type void.
 struct no_transport_named {};
+
+// A source that makes full transfers bucket by bucket from its snapshot (host_source): the sender then sends
+// them as sessions need each bucket (full_transfer.hpp), and a first publish only captures the weights.
+template <class S>
+concept bucketwise_full_source = requires(S& s, const S& cs, std::span<const const_tensor_view> w, const patch_options& po) {
+  s.capture(w, po).payload_bytes;
+  s.full_transfer_frames(po).final_header;
+  { cs.encode_full_bucket(std::size_t{0}) } -> std::convertible_to<version_stream::message>;
+};
 
 namespace detail {
 template <class T>
@@ -139,17 +151,26 @@ class sender {
     publish_report report;
     report.version = version;
     report.numel = layout_.numel();
+    bool capture = false;  // a first version of a bucketwise source: captured, sent as full transfers
     {
       std::unique_lock snap(snapshot_mutex_);  // held while encoding: full transfers wait for the new snapshot
       {
         std::lock_guard lock(state_mutex_);
         if (has_version_ && version <= version_) throw error(errc::invalid_argument, "versions must increase");
+      }
+      park_full_transfers();  // before anything changes: the snapshot still holds what they send
+      {
+        std::lock_guard lock(state_mutex_);
         stream->from_zero = !has_version_;
         stream->base_version = version_;
         stream->base_checksum = checksum_;
         stream->target_version = version;
-        history_.push_back(stream);
-        while (history_.size() > opt_.history) history_.pop_front();
+        capture = bucketwise_full_source<source_type> && stream->from_zero;
+        if (!capture) {
+          history_.push_back(stream);
+          while (history_.size() > opt_.history) history_.pop_front();
+        }
+        publishing_from_zero_ = capture;
         latest_ = version;
         has_latest_ = true;
         full_.reset();
@@ -162,11 +183,20 @@ class sender {
       po.include_layout = false;  // the handshake already proved both sides hold this layout
       source_totals totals;
       try {
-        totals = source_.encode_version(weights, po, *stream);
+        if constexpr (bucketwise_full_source<source_type>) {
+          if (capture) {
+            const auto c = source_.capture(weights, po);
+            totals = c.totals;
+            stream->target_checksum = c.target_checksum;
+            stream->payload_bytes = c.payload_bytes;
+          }
+        }
+        if (!capture) totals = source_.encode_version(weights, po, *stream);
       } catch (...) {
         stream->finish(false);
         std::lock_guard lock(state_mutex_);
-        history_.pop_back();
+        if (!capture) history_.pop_back();
+        publishing_from_zero_ = false;
         // The source's snapshot holds no version now: the next publish is a full transfer; receivers keep
         // theirs until then.
         source_.invalidate();
@@ -186,7 +216,7 @@ class sender {
       version_ = version;
       checksum_ = stream->target_checksum;
       metadata_.assign(metadata.begin(), metadata.end());
-      if (stream->from_zero) {
+      if (stream->from_zero && !capture) {
         // A model-sized stream: not kept as history beside the snapshot; the sessions sending it own it, and
         // later full transfers reuse it while any of them is still alive.
         std::erase(history_, stream);
@@ -202,6 +232,7 @@ class sender {
     published_at_ = start;
     const std::size_t marked_before = marked_lagging_;
     wait_for_acks_locked(lock, start + opt_.ack_timeout);
+    publishing_from_zero_ = false;  // sessions that take it from now on catch up by a full transfer
     report.marked_lagging = marked_lagging_ - marked_before;
     for (const auto& s : sessions_) {
       if (!s->connected) continue;
@@ -352,6 +383,92 @@ class sender {
     return stream;
   }
 
+  // A bucketwise full transfer of the newest version, joined by session s (null while the snapshot holds no
+  // version: after a failed publish, until the next one).
+  std::shared_ptr<full_transfer> full_for(const session& s) {
+    if constexpr (bucketwise_full_source<source_type>) {
+      std::shared_lock snap(snapshot_mutex_);
+      std::lock_guard build(full_mutex_);
+      std::uint64_t version;
+      std::vector<unsigned char> metadata;
+      {
+        std::lock_guard lock(state_mutex_);
+        if (!has_version_ || !source_.has_version()) return nullptr;
+        for (const auto& w : fulls_)
+          if (auto f = w.lock(); f && f->version() == version_) {
+            f->join(s.id);
+            return f;
+          }
+        version = version_;
+        metadata = metadata_;
+      }
+      patch_options po;
+      po.base_version = 0;
+      po.target_version = version;
+      po.metadata = metadata;
+      po.include_layout = false;
+      auto frames = source_.full_transfer_frames(po);
+      const auto msg = [](message_type t, const std::vector<unsigned char>& body) {
+        auto m = std::make_shared<std::vector<std::byte>>(body.size() + 1);
+        (*m)[0] = static_cast<std::byte>(t);
+        std::memcpy(m->data() + 1, body.data(), body.size());
+        return version_stream::message(std::move(m));
+      };
+      auto f = std::make_shared<full_transfer>(version, frames.target_checksum, msg(message_type::version_begin, frames.prologue),
+                                               msg(message_type::version_end, frames.final_header), frames.buckets);
+      f->join(s.id);
+      std::erase_if(fulls_, [](const auto& w) { return w.expired(); });
+      fulls_.push_back(f);
+      return f;
+    } else {
+      (void)s;
+      return nullptr;
+    }
+  }
+
+  // publish() holds the snapshot exclusively: full transfers in flight keep every bucket they still need.
+  void park_full_transfers() {
+    if constexpr (bucketwise_full_source<source_type>) {
+      std::lock_guard build(full_mutex_);
+      for (const auto& w : fulls_)
+        if (auto f = w.lock(); f && source_.has_version()) f->park_remaining([&](std::size_t i) { return source_.encode_full_bucket(i); });
+    }
+  }
+
+  // Sends full transfer f (which session s joined); returns its version and checksum.
+  std::pair<std::uint64_t, std::uint64_t> send_full(session& s, full_transfer& f) {
+    struct leave_guard {
+      full_transfer& f;
+      std::size_t id;
+      ~leave_guard() { f.leave(id); }
+    } guard{f, s.id};
+    const auto count = [&](std::size_t bytes) {
+      std::lock_guard lock(state_mutex_);
+      s.bytes_sent += bytes;
+    };
+    s.link.send(*f.begin_message());
+    count(f.begin_message()->size());
+    for (std::size_t i = 0; i < f.buckets(); ++i) {
+      const auto m = f.bucket(i, [&](std::size_t j) -> version_stream::message {
+        std::shared_lock snap(snapshot_mutex_);
+        if (auto p = f.parked(j)) return p;  // parked by a publish while this session waited for the snapshot
+        {
+          std::lock_guard lock(state_mutex_);
+          if (!has_version_ || version_ != f.version())
+            throw error(errc::invalid_argument, "full transfer: the snapshot moved on before bucket " + std::to_string(j) + " was kept");
+        }
+        if constexpr (bucketwise_full_source<source_type>) return source_.encode_full_bucket(j);
+        else return nullptr;
+      });
+      s.link.send(*m);
+      f.advance(s.id, i + 1);
+      count(m->size());
+    }
+    s.link.send(*f.end_message());
+    count(f.end_message()->size());
+    return {f.version(), f.target_checksum()};
+  }
+
   // What session s needs next: a kept patch from its version, a full transfer, or nothing (null).
   std::shared_ptr<version_stream> next_for(const session& s) {
     for (const auto& h : history_)
@@ -409,18 +526,42 @@ class sender {
           stream = next_for(s);
           need_full = !stream;
         }
-        if (need_full) {
-          stream = full_stream();
-          std::lock_guard lock(state_mutex_);
-          ++s.full_transfers;
+        std::uint64_t sent_version = 0, sent_checksum = 0;
+        if (need_full && bucketwise_full_source<source_type>) {
+          bool part_of_publish = false;
+          {
+            std::lock_guard lock(state_mutex_);
+            part_of_publish = publishing_from_zero_ && !s.has_version;  // the first version, as it is published
+          }
+          const auto f = full_for(s);
+          if (!f) {
+            // No version to send (a publish failed): wait for the next one.
+            std::unique_lock lock(state_mutex_);
+            const auto latest = latest_;
+            state_cv_.wait(lock, [&] { return closing_ || latest_ != latest || has_version_; });
+            continue;
+          }
+          if (!part_of_publish) {
+            std::lock_guard lock(state_mutex_);
+            ++s.full_transfers;
+          }
+          std::tie(sent_version, sent_checksum) = send_full(s, *f);
+        } else {
+          if (need_full) {
+            stream = full_stream();
+            std::lock_guard lock(state_mutex_);
+            ++s.full_transfers;
+          }
+          if (!send_stream(s, *stream)) continue;
+          sent_version = stream->target_version;
+          sent_checksum = stream->target_checksum;
         }
-        if (!send_stream(s, *stream)) continue;
         if (!s.link.receive(in)) return fail_session(s, "receiver closed the connection");
         if (type_of(in) == message_type::ack) {
           ack a;
           if (auto st = decode(in, a); !st) throw error(st);
           std::lock_guard lock(state_mutex_);
-          if (a.version != stream->target_version || a.checksum != stream->target_checksum) {
+          if (a.version != sent_version || a.checksum != sent_checksum) {
             s.has_version = false;  // it claims something else: resynchronise with a full transfer
             s.last_error = "receiver acknowledged an unexpected version or checksum";
           } else {
@@ -494,7 +635,7 @@ class sender {
 
   std::mutex publish_mutex_;            // one publish at a time
   std::shared_mutex snapshot_mutex_;    // exclusive while publish() encodes and replaces the snapshot
-  std::mutex full_mutex_;               // one full-transfer encoding at a time
+  std::mutex full_mutex_;               // one full-transfer encoding at a time; fulls_
   source_type source_;                  // the snapshot and the encoder (snapshot_mutex_)
   std::shared_ptr<message_pool> pool_ = std::make_shared<message_pool>();  // buffers of the versions' messages
 
@@ -504,6 +645,8 @@ class sender {
   std::deque<std::shared_ptr<version_stream>> history_;
   std::weak_ptr<version_stream> full_;  // the full transfer being sent, if any (sessions own it)
   std::weak_ptr<version_stream> published_from_zero_;  // a publish from zero, while sessions send it
+  std::vector<std::weak_ptr<full_transfer>> fulls_;    // bucketwise full transfers being sent (full_mutex_)
+  bool publishing_from_zero_ = false;  // a first version being captured and published (bucketwise sources)
   std::vector<unsigned char> metadata_;
   bool has_version_ = false;            // the snapshot holds a published version
   std::uint64_t version_ = 0, checksum_ = 0;
