@@ -9,7 +9,9 @@
 //
 //   engine_nccl_bench [--layers N (28)] [--density D (0.01)] [--versions V (5)] [--workers W (all other GPUs)]
 //                     [--commit atomic|streamed|both] [--bucket-mb M (512: sync::device_bucket_bytes)] [--encode-lanes E (4)] [--verify-lanes L (4)]
-//                     [--configs MB:E:L,... (runs each configuration in turn, same process, same GPUs)] [--json FILE]
+//                     [--configs MB:E:L[:F],... (runs each configuration in turn, same process, same GPUs; F: fused
+//                      snapshot advance, 1 (default) or 0, the separate pass)] [--json FILE]
+//                     [--encoders rice,varint,raw,bitmap,entropy (rice; each configuration runs with each, in turn)]
 // The rows name the configuration; per-bucket cost = version time / buckets. Worker 0's host time is split into
 // waiting for control messages (between versions too), device receives, sink calls that enqueue the verify
 // (add), finish (waits for the GPU's verdict: the verify backlog) and commit.
@@ -119,12 +121,14 @@ struct options {
   std::uint64_t bucket_mb = sync::device_bucket_bytes >> 20;
   unsigned encode_lanes = 4, verify_lanes = 4;
   std::string json;
+  std::vector<std::string> encoders{"rice"};
 };
 
 // One engine configuration of a --configs list.
 struct engine_config {
   std::uint64_t bucket_mb;
   unsigned encode_lanes, verify_lanes;
+  unsigned fused_advance = 1;  // device_source_options::fused_advance
 };
 
 // The dense baseline: the model broadcast from GPU 0 into each worker GPU's weights, on one communicator.
@@ -178,9 +182,11 @@ std::uint64_t differences(const gpu_model& trainer, const gpu_model& w, int w_de
   return count_differences(trainer, scratch);
 }
 
+template <class Enc>
 void run_engine(const model_layout& layout, const options& o, const engine_config& c, sc::frame_commit_mode mode, gpu_model& trainer,
                 std::vector<std::unique_ptr<gpu_model>>& workers, gpu_model& scratch) {
-  using sender_t = sync::sender<rice, fixed_bytes, link_t, sync::device_source>;
+  using sender_t = sync::sender<Enc, fixed_bytes, link_t, sync::device_source>;
+  const std::string enc_name(Enc::name);
   using receiver_t = sync::receiver<link_t, timed_sink>;
   const char* mode_name = mode == sc::frame_commit_mode::atomic ? "atomic" : "streamed";
   const int nw = static_cast<int>(workers.size());
@@ -207,9 +213,10 @@ void run_engine(const model_layout& layout, const options& o, const engine_confi
     dso.expected_density = o.density * 1.5;
     dso.frames_on_device = true;
     dso.encode_lanes = c.encode_lanes;
+    dso.fused_advance = c.fused_advance != 0;
     const fixed_bytes policy{c.bucket_mb << 20};
     const std::size_t buckets = policy.plan(layout, default_log2_chunk).size();
-    sender_t tx(layout, so, policy, sync::device_source<rice>(sc::compiled_device_encoder_backend(dso)));
+    sender_t tx(layout, so, policy, sync::device_source<Enc>(sc::compiled_device_encoder_backend(dso)));
     std::vector<std::unique_ptr<receiver_t>> rx(nw);
     auto send_ms = std::make_shared<double>(0.0);  // worker 0's session
     for (int i = 0; i < nw; ++i) {
@@ -291,14 +298,14 @@ void run_engine(const model_layout& layout, const options& o, const engine_confi
           throw std::runtime_error("worker " + std::to_string(i) + " differs from the trainer in " + std::to_string(d) + " elements");
       char line[1400];
       std::snprintf(line, sizeof line,
-                    "\"row\":\"engine_nccl_version\",\"bucket_mb\":%llu,\"buckets\":%zu,\"encode_lanes\":%u,\"verify_lanes\":%u,"
+                    "\"row\":\"engine_nccl_version\",\"encoder\":\"%s\",\"bucket_mb\":%llu,\"buckets\":%zu,\"encode_lanes\":%u,\"verify_lanes\":%u,\"fused_advance\":%u,"
                     "\"worker0_sink_add_ms\":%.3f,\"worker0_sink_finish_ms\":%.3f,\"worker0_sink_commit_ms\":%.3f,"
                     "\"commit\":\"%s\",\"workers\":%d,\"version\":%d,\"full\":%s,\"changed\":%llu,"
                     "\"payload_bytes\":%llu,\"version_ms\":%.3f,\"encode_ms\":%.3f,\"snapshot_ms\":%.3f,\"gpu_wait_ms\":%.3f,"
                     "\"frame_copy_ms\":%.3f,\"hand_off_ms\":%.3f,\"launch_ms\":%.3f,\"slowest_worker_ms\":%.3f,\"worker0_frames\":%llu,"
                     "\"worker0_control_wait_ms\":%.3f,\"worker0_device_receive_ms\":%.3f,\"session0_send_device_ms\":%.3f,"
                     "\"worker0_deferred_nccl_calls\":%llu,\"bit_identical\":true",
-                    static_cast<unsigned long long>(c.bucket_mb), buckets, c.encode_lanes, c.verify_lanes, add_ms, finish_ms, commit_ms,
+                    enc_name.c_str(), static_cast<unsigned long long>(c.bucket_mb), buckets, c.encode_lanes, c.verify_lanes, c.fused_advance, add_ms, finish_ms, commit_ms,
                     mode_name, nw, v, v == 1 ? "true" : "false", static_cast<unsigned long long>(r.changed),
                     static_cast<unsigned long long>(r.payload_bytes), ms, r.encode_seconds * 1e3, r.snapshot_seconds * 1e3,
                     r.source.gpu_wait_seconds * 1e3, r.source.download_seconds * 1e3, r.source.hand_off_seconds * 1e3,
@@ -319,11 +326,11 @@ void run_engine(const model_layout& layout, const options& o, const engine_confi
     const auto tm = tx.source().memory();
     char line[1400];
     std::snprintf(line, sizeof line,
-                  "\"row\":\"engine_nccl_summary\",\"bucket_mb\":%llu,\"buckets\":%zu,\"encode_lanes\":%u,\"verify_lanes\":%u,"
+                  "\"row\":\"engine_nccl_summary\",\"encoder\":\"%s\",\"bucket_mb\":%llu,\"buckets\":%zu,\"encode_lanes\":%u,\"verify_lanes\":%u,\"fused_advance\":%u,"
                   "\"median_ms_per_bucket\":%.4f,\"commit\":\"%s\",\"workers\":%d,\"density\":%.4f,\"versions\":%d,\"median_version_ms\":%.3f,"
                   "\"median_encode_ms\":%.3f,\"median_snapshot_advance_ms\":%.3f,\"median_slowest_worker_ms\":%.3f,\"bits_per_change\":%.3f,"
                   "\"trainer_snapshot_gpu_bytes\":%llu,\"trainer_scratch_gpu_bytes\":%llu,\"trainer_gpu_bytes_held_by_engine\":%llu",
-                  static_cast<unsigned long long>(c.bucket_mb), buckets, c.encode_lanes, c.verify_lanes,
+                  enc_name.c_str(), static_cast<unsigned long long>(c.bucket_mb), buckets, c.encode_lanes, c.verify_lanes, c.fused_advance,
                   median(version_ms) / static_cast<double>(std::max<std::size_t>(1, buckets)), mode_name, nw, o.density, o.versions,
                   median(version_ms), median(encode_ms), median(snapshot_ms), median(apply_ms), bits,
                   static_cast<unsigned long long>(tm.snapshot_device), static_cast<unsigned long long>(tm.scratch_device),
@@ -359,9 +366,18 @@ int main(int argc, char** argv) {
     else if (a == "--verify-lanes") o.verify_lanes = static_cast<unsigned>(std::stoul(next()));
     else if (a == "--configs") configs_arg = next();
     else if (a == "--json") o.json = next();
+    else if (a == "--encoders") {
+      o.encoders.clear();
+      const std::string list = next();
+      for (std::size_t at = 0; at <= list.size();) {
+        const std::size_t end = std::min(list.find(',', at), list.size());
+        o.encoders.push_back(list.substr(at, end - at));
+        at = end + 1;
+      }
+    }
     else {
       std::fprintf(stderr, "usage: engine_nccl_bench [--layers N] [--density D] [--versions V] [--workers W] [--commit atomic|streamed|both] "
-                           "[--bucket-mb M] [--encode-lanes E] [--verify-lanes L] [--configs MB:E:L,...] [--json FILE]\n");
+                           "[--bucket-mb M] [--encode-lanes E] [--verify-lanes L] [--configs MB:E:L,...] [--encoders rice,varint,raw,bitmap,entropy] [--json FILE]\n");
       return 2;
     }
   }
@@ -370,8 +386,8 @@ int main(int argc, char** argv) {
     const std::size_t end = std::min(configs_arg.find(',', at), configs_arg.size());
     engine_config c{};
     unsigned long long mb = 0;
-    if (std::sscanf(configs_arg.substr(at, end - at).c_str(), "%llu:%u:%u", &mb, &c.encode_lanes, &c.verify_lanes) != 3) {
-      std::fprintf(stderr, "engine_nccl_bench: --configs takes MB:E:L,... (bucket MiB, encode lanes, verify lanes)\n");
+    if (std::sscanf(configs_arg.substr(at, end - at).c_str(), "%llu:%u:%u:%u", &mb, &c.encode_lanes, &c.verify_lanes, &c.fused_advance) < 3) {
+      std::fprintf(stderr, "engine_nccl_bench: --configs takes MB:E:L[:F],... (bucket MiB, encode lanes, verify lanes, fused snapshot advance 1/0)\n");
       return 2;
     }
     c.bucket_mb = mb;
@@ -404,10 +420,19 @@ int main(int argc, char** argv) {
       workers.push_back(std::make_unique<gpu_model>(layout));
     }
     CK(cudaSetDevice(0));
-    for (const auto& c : configs) {
-      if (o.commit == "atomic" || o.commit == "both") run_engine(layout, o, c, sc::frame_commit_mode::atomic, trainer, workers, scratch);
-      if (o.commit == "streamed" || o.commit == "both") run_engine(layout, o, c, sc::frame_commit_mode::streamed, trainer, workers, scratch);
-    }
+    for (const auto& c : configs)
+      for (const auto& e : o.encoders) {
+        const auto run = [&]<class Enc>() {
+          if (o.commit == "atomic" || o.commit == "both") run_engine<Enc>(layout, o, c, sc::frame_commit_mode::atomic, trainer, workers, scratch);
+          if (o.commit == "streamed" || o.commit == "both") run_engine<Enc>(layout, o, c, sc::frame_commit_mode::streamed, trainer, workers, scratch);
+        };
+        if (e == "rice") run.operator()<rice>();
+        else if (e == "varint" || e == "delta_varint") run.operator()<delta_varint>();
+        else if (e == "raw" || e == "raw_index32") run.operator()<raw_index32>();
+        else if (e == "bitmap") run.operator()<bitmap>();
+        else if (e == "entropy") run.operator()<entropy>();
+        else throw std::runtime_error("unknown encoder " + e + " (rice, varint, raw, bitmap, entropy)");
+      }
     dense_broadcast(trainer, workers);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "engine_nccl_bench: %s\n", e.what());

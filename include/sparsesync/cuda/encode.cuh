@@ -2,7 +2,8 @@
 //
 // Pipeline, all stream-ordered, no host synchronization:
 //   detect   (one block per tile)   reads base and target once: base checksum (unless known), changes, their
-//                                   hash deltas; compacts (position, coded value) into scratch
+//                                   hash deltas; compacts (position, coded value) into scratch; with
+//                                   cfg.advance_base also writes the target over the base where a tile changed
 //   size     (a warp per chunk for raw_index32 / delta_varint / bitmap, a thread per chunk for rice)
 //            change count, data bytes (and Rice parameters) of each chunk
 //   scan     (3 small launches)     chunk data offsets and the bucket's data length
@@ -60,10 +61,19 @@ cudaError_t encode_bucket_write(void* d_temp, std::size_t temp_bytes, const devi
 // After encode_bucket (or encode_bucket_detect) completed with status ok, and with d_temp untouched since:
 // writes every changed element's target bits into the base that encode read (d_base's memory), so that the
 // base holds the target without a dense copy: a sender's snapshot advance. Only changed elements are touched.
+// With cfg.advance_base the encode already did it (in its one read of the tile): then this does nothing.
 template <class Policy = default_policy>
 cudaError_t encode_bucket_advance_base(void* d_temp, std::size_t temp_bytes, const device_bucket& bucket, const encode_config& cfg,
                                        cudaStream_t stream = nullptr) {
   return detail::dispatch_advance_base<Policy>(d_temp, temp_bytes, bucket, cfg, stream);
+}
+
+// After an encode with cfg.advance_base (any status; d_temp untouched since): puts back the base bits that its
+// detect pass wrote over, so that the base is again what that encode read (before a retry with more scratch).
+template <class Policy = default_policy>
+cudaError_t encode_bucket_undo_advance(void* d_temp, std::size_t temp_bytes, const device_bucket& bucket, const encode_config& cfg,
+                                       cudaStream_t stream = nullptr) {
+  return detail::dispatch_advance_base<Policy>(d_temp, temp_bytes, bucket, cfg, stream, true);
 }
 
 // Largest frame an encode with cfg.max_changes changes can produce (to size d_out without a sync).

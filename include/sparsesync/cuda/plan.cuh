@@ -182,6 +182,13 @@ class encode_plan {
     reserve(cfg_.max_changes, out_.size());  // the two paths may tile differently
   }
   void set_bucket_index(std::uint32_t index) { cfg_.bucket_index = index; }
+  // The snapshot advance inside the encode (encode_config::advance_base): each encode then leaves the base at the
+  // target by itself (advance_base_async does nothing), with no second pass over the changes. A retry after a
+  // too small scratch puts the old bits back first. The base must be writable; not with entropy.
+  void fuse_advance(bool on) {
+    cfg_.advance_base = on;
+    reserve(cfg_.max_changes, out_.size());  // the old bits need scratch
+  }
   // Brings each written frame's header (bucket_header_bytes) to pinned host memory with the result, so that a
   // caller who needs it (the engine announces device frames by it) pays no second synchronization per bucket.
   void keep_frame_head(bool on) {
@@ -212,6 +219,8 @@ class encode_plan {
     throw_on_cuda_error(cudaEventSynchronize(done_), "encode");
     encode_result r = *result_.get();
     if (r.status == static_cast<std::int32_t>(encode_status::scratch_too_small)) {
+      if (cfg_.advance_base)  // the tiles that fit were advanced: back to the base this encode read, before the scratch goes
+        throw_on_cuda_error(encode_bucket_undo_advance(temp_.data(), temp_bytes_, bucket_, cfg_, stream_), "encode_bucket_undo_advance");
       reserve(r.entries_needed + r.entries_needed / 4 + 4096, 0);
       encode_async(base_, target_);
       return wait();
@@ -231,6 +240,7 @@ class encode_plan {
 
   // After wait(): writes the changed elements' target bits into the base the encode read (enqueued on the
   // plan's stream), bringing it to the target without a dense copy. The base must be writable memory.
+  // With fuse_advance(true) the encode did it already: nothing is enqueued.
   void advance_base_async() {
     if (last_.status != 0) throw error(errc::invalid_argument, "encode_plan: advance_base_async without a completed encode");
     throw_on_cuda_error(encode_bucket_advance_base(temp_.data(), temp_bytes_, bucket_, cfg_, stream_), "encode_bucket_advance_base");

@@ -84,6 +84,13 @@ struct encode_config {
   // checksum of the previous step), so only changed elements are hashed.
   bool known_base = false;
   std::uint64_t base_checksum = 0;
+  // The sender's snapshot advance fused into the encode: the detect pass, which holds each tile of base and target
+  // in registers anyway, writes the target's bits over the base's wherever a tile changed (whole 16-byte vectors,
+  // paired to whole 32-byte sectors, so no sector is read again), and keeps the old bits of each change in scratch.
+  // Tiles whose changes did not fit the scratch are left alone; after a scratch_too_small result
+  // encode_bucket_undo_advance puts the old bits back, so that a retry with more scratch sees the same base.
+  // The base must be writable; not with entropy (its size and write passes read the base again).
+  bool advance_base = false;
 };
 
 // ---- apply: the receiver's layout, the verdict, the configuration (apply.cuh) ----

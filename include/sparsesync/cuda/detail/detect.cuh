@@ -190,6 +190,7 @@ struct detect_params {
   std::uint64_t* allocated;  // entries reserved so far (may exceed capacity: then nothing past it is written)
   std::uint64_t* base_slots;
   std::uint64_t* delta_slots;
+  void* out_old;  // non-null: fused snapshot advance (encode_config::advance_base); the old bits of each change go here
 };
 
 // One tile per block. Phase 1 (per thread, uniform work): 16-byte loads, base hashes, change mask. A block
@@ -267,7 +268,23 @@ SPARSESYNC_KERNEL void __launch_bounds__(P::detect_threads, P::detect_min_blocks
 
   const std::uint64_t off = s_off;
   const bool store = total != 0 && off + padded <= p.capacity;
+  const bool advance = store && p.out_old != nullptr;  // block-uniform
+  if (advance && d.fast) {
+    // The target over the base, a 16-byte vector where it changed and its neighbour (the other half of the 32-byte
+    // sector, when the tile is so aligned) with it: whole sectors are written, none is read back. Unchanged
+    // elements get their own bits.
+    const resolved_segment& sg = p.segments[d.seg_lo];
+    W* bp = const_cast<W*>(static_cast<const W*>(sg.a)) + (first - sg.bucket_first);  // the caller's snapshot: advancing it is the point
+#pragma unroll
+    for (int it = 0; it < iters; ++it) {
+      const int slot = it * threads + static_cast<int>(threadIdx.x);
+      const bool here = ((mask >> (it * vec)) & vec_mask) != 0;
+      const bool pair = __shfl_xor_sync(0xFFFFFFFFu, here, 1) || here;
+      if (pair) reinterpret_cast<uint4*>(bp)[slot] = s_target[slot];
+    }
+  }
   W* vals = static_cast<W*>(p.out_val);
+  W* olds = static_cast<W*>(p.out_old);
   std::uint64_t delta_sum = 0;
   const std::uint64_t flat0 = d.fast ? p.segments[d.seg_lo].flat_first + (first - p.segments[d.seg_lo].bucket_first) : 0;
   for (std::uint32_t i = threadIdx.x; i < total; i += threads) {
@@ -277,11 +294,13 @@ SPARSESYNC_KERNEL void __launch_bounds__(P::detect_threads, P::detect_min_blocks
     if (!d.fast) {
       const resolved_segment& sg = p.segments[find_segment(p.segments, d.seg_lo, d.seg_hi + 1, first + pos)];
       flat = sg.flat_first + (first + pos - sg.bucket_first);
+      if (advance) const_cast<W*>(static_cast<const W*>(sg.a))[first + pos - sg.bucket_first] = nw;
     }
     delta_sum += element_hash(flat, nw) - element_hash(flat, ow);
     if (store) {
       p.out_pos[off + i] = static_cast<std::uint16_t>(pos);
       vals[off + i] = code_value<W>(p.mode, ow, nw);
+      if (advance) olds[off + i] = ow;
     }
   }
   if (store && threadIdx.x < padded - total) {  // zero the padding so that readers of whole groups of 8 see defined bytes

@@ -29,6 +29,7 @@ struct encode_layout {
   std::uint64_t* scan_partials = nullptr;
   resolved_segment* resolved = nullptr;
   std::uint32_t* aux = nullptr;  // entropy only: a word per change slot
+  void* old = nullptr;           // advance_base only: the old bits of each change slot
   std::size_t bytes = 0;
 };
 
@@ -54,6 +55,7 @@ encode_layout carve_encode(void* d_temp, const device_bucket& b, const encode_co
   l.scan_partials = t.take<std::uint64_t>(scan_partials_words);
   l.resolved = t.take<resolved_segment>(b.segment_count);
   l.aux = t.take<std::uint32_t>(cfg.encoder == encoder_id::entropy ? cfg.max_changes : 0);
+  l.old = t.take<unsigned char>(cfg.advance_base ? cfg.max_changes * l.w : 0);
   l.bytes = t.bytes();
   return l;
 }
@@ -65,6 +67,7 @@ inline bool valid_config(const device_bucket& b, const encode_config& cfg) {
   if (cfg.log2_chunk < min_log2_chunk || cfg.log2_chunk > max_log2_chunk) return false;
   if (static_cast<unsigned>(cfg.encoder) < 1 || static_cast<unsigned>(cfg.encoder) > device_encoder_count) return false;
   if (cfg.mode != value_mode::absolute && cfg.mode != value_mode::ulp) return false;
+  if (cfg.advance_base && cfg.encoder == encoder_id::entropy) return false;  // its later passes read the base again
   const std::uint64_t chunks = ((b.numel - 1) >> cfg.log2_chunk) + 1;
   return chunks <= 0xFFFFFFFFull;
 }
@@ -87,7 +90,7 @@ cudaError_t encode_detect(const encode_layout& l, const device_bucket& b, const 
                                                                              l.resolved);
   SPARSESYNC_CUDA_LAUNCH_CHECK(stream);
   detect_params dp{l.resolved, b.segment_count, b.numel, l.tile_log2, cfg.mode, l.pos, l.val, cfg.max_changes,
-                   l.tile_off, l.tile_cnt, &l.ctr->allocated, l.ctr->base, l.ctr->delta};
+                   l.tile_off, l.tile_cnt, &l.ctr->allocated, l.ctr->base, l.ctr->delta, cfg.advance_base ? l.old : nullptr};
   chunk_pass_params cp{b.numel,       static_cast<std::uint32_t>(l.chunk_count), cfg.log2_chunk, l.tile_log2, l.num_tiles, cfg.encoder,
                        cfg.mode,      l.pos, l.val, l.tile_off, l.tile_cnt, cfg.max_changes, l.plans, l.chunk_bytes, l.chunk_off,
                        l.ctr,         nullptr, 0, b.segment_count, l.resolved, l.aux};
@@ -179,16 +182,21 @@ cudaError_t dispatch_encode(void* d_temp, std::size_t& temp_bytes, const device_
 }
 
 // After a completed encode (status ok) whose scratch is still in d_temp: writes every changed element's target
-// bits into the base it was encoded against (the pointers given to that encode).
+// bits into the base it was encoded against (the pointers given to that encode). Nothing to do when the encode
+// advanced the base itself (cfg.advance_base). With `undo` (after an encode with cfg.advance_base, any status):
+// puts back the old bits that encode wrote over, tile by tile where it stored its changes.
 template <class P>
-cudaError_t dispatch_advance_base(void* d_temp, std::size_t temp_bytes, const device_bucket& b, const encode_config& cfg, cudaStream_t stream) {
+cudaError_t dispatch_advance_base(void* d_temp, std::size_t temp_bytes, const device_bucket& b, const encode_config& cfg, cudaStream_t stream,
+                                  bool undo = false) {
   static_assert(tuning_policy<P>, "sparsesync: the CUDA tuning policy must satisfy sparsesync::cuda::tuning_policy");
   if (d_temp == nullptr || !valid_config(b, cfg)) return cudaErrorInvalidValue;
+  if (undo != cfg.advance_base) return undo ? cudaErrorInvalidValue : cudaSuccess;
   const encode_layout l = cfg.known_base ? carve_encode<typename P::detect_known>(d_temp, b, cfg)
                                          : carve_encode<typename P::detect_hashed>(d_temp, b, cfg);
   if (temp_bytes < l.bytes) return cudaErrorInvalidValue;
   if (l.num_tiles == 0) return cudaSuccess;
-  const advance_params ap{l.resolved, b.segment_count, l.tile_log2, l.num_tiles, l.pos, l.tile_off, l.tile_cnt};
+  const advance_params ap{l.resolved, b.segment_count, l.tile_log2, l.num_tiles, l.pos, l.tile_off, l.tile_cnt, undo ? l.old : nullptr,
+                          cfg.max_changes};
   const unsigned grid = static_cast<unsigned>(l.num_tiles < 65535 ? l.num_tiles : 65535);
   return visit_width(l.w, [&]<class W>() -> cudaError_t {
     advance_base_kernel<W, 128><<<grid, 128, 0, stream>>>(ap);

@@ -5,9 +5,10 @@
 // Trainer: each bucket is encoded on the GPU against the snapshot (up to encode_lanes buckets are enqueued, on
 // as many streams, before the host waits for the oldest) and its frame copied to the host for the transport, or, with
 // frames_on_device, to a stream-ordered allocation of its own that the version keeps (for device links). Each
-// bucket's region of the snapshot is then brought to the new version from the changes its encode found
-// (encode_plan::advance_base_async: only changed elements are written), beside the next bucket's encode: no
-// dense copy after the first version. It lives in GPU memory or, for trainers that cannot spare
+// bucket's region of the snapshot is brought to the new version by the encode itself (encode_plan::fuse_advance: the
+// detect pass writes the target's sectors where a tile changed, in its one read of both copies), or, for a snapshot
+// in host memory, by a pass over the changes after the encode (encode_plan::advance_base_async): no dense copy
+// after the first version. It lives in GPU memory or, for trainers that cannot spare
 // 1x the model on the GPU, in pinned host memory that the kernels read over the bus (snapshot_place).
 // Worker: frames are uploaded to a device arena (or received there from a device link) and verified against the
 // worker's weights, consecutive buckets side by side on verify_lanes streams (joined in order); an atomic commit
@@ -262,6 +263,9 @@ class device_encoder_impl final : public sync::device_encoder_backend {
       cfg.max_changes = static_cast<std::uint64_t>(static_cast<double>(plans_[i].numel()) * opt_.expected_density) + 65536;
       encoders_.push_back(std::make_unique<encode_plan>(layout_, plans_[i], cfg, lane(i)));
       encoders_.back()->keep_frame_head(opt_.frames_on_device);  // the announce's header comes down with the result
+      // The snapshot advance in the encode's own read of each tile: no second pass over the changes. (A snapshot in
+      // host memory keeps the separate pass: whole sectors written over the bus would cost more than the changes.)
+      encoders_.back()->fuse_advance(opt_.fused_advance && encoder_ != encoder_id::entropy && opt_.snapshot == sync::snapshot_place::device);
     }
     bucket_targets_.assign(plans_.size(), 0);
   }

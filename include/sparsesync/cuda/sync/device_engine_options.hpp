@@ -25,6 +25,10 @@ struct device_source_options {
   // overlap the next buckets' passes over the weights instead of adding a fixed time per bucket. 2 is the
   // earlier double buffering.
   unsigned encode_lanes = 4;
+  // The snapshot advance inside each bucket's encode (encode_config::advance_base: the detect pass, which reads both
+  // copies anyway, writes the target's changed sectors): no second pass over the changes. Off (or a snapshot in
+  // host memory, or entropy): a pass after each encode writes the changed elements (the earlier behaviour).
+  bool fused_advance = true;
 };
 
 struct device_sink_options {
