@@ -24,7 +24,8 @@ py=$venv/bin/python
 cuda_settings=()
 if ! nvidia-smi -L > /dev/null 2>&1; then
   if [[ ${SPARSESYNC_PYTHON_CUDA:-0} == 1 ]]; then
-    cuda_settings=(--config-settings=cmake.define.CMAKE_CUDA_ARCHITECTURES=90-virtual "--config-settings=cmake.define.CMAKE_CUDA_FLAGS=-Xcicc -O0")
+    cuda_settings=(--config-settings=cmake.define.SPARSESYNC_ENABLE_CUDA=ON --config-settings=cmake.define.CMAKE_CUDA_ARCHITECTURES=90-virtual
+                   "--config-settings=cmake.define.CMAKE_CUDA_FLAGS=-Xcicc -O0")
   else
     cuda_settings=(--config-settings=cmake.define.SPARSESYNC_ENABLE_CUDA=OFF)
     echo "python_test.sh: no GPU found (nvidia-smi -L): the package is built without GPU endpoints, their tests skip (SPARSESYNC_PYTHON_CUDA=1 builds them)"

@@ -161,7 +161,8 @@ class Publisher:
     ``key_file`` holds the pre-shared key both sides load (:func:`generate_key_file`); ``tls`` (:class:`TLS`)
     adds mutual TLS (either suffices, both are independent checks). ``device``: where the
     published tensors live: ``"cpu"`` (default) or a GPU (``"cuda"``, ``"cuda:1"``, an index, a torch device).
-    On the host patches use the ``auto`` encoder; on a GPU the ``rice`` encoder, encoded on the GPU, and
+    On the host patches use the ``auto`` encoder; on a GPU ``rice`` (``delta_varint`` with ``link="nccl"``, the
+    fastest where bytes barely count), encoded on the GPU, and
     ``snapshot`` says where the engine keeps the last published version (the base of the next patch):
     ``"device"`` (1x the model in GPU memory, fastest) or ``"host_pinned"`` (no GPU copy of the model).
     ``values`` is ``"ulp"`` or ``"absolute"``; the first version a worker gets is a full transfer.

@@ -43,14 +43,16 @@ inline int resolve_device(int device) {
 
 // Weights on one GPU. The engine works on a stream of its own; each call is ordered after the caller's stream
 // (publish: the weights are final) or before it (receive: what reads the weights next waits for the apply), with
-// an event, so the caller never has to synchronize the device. Frames: `link`, `frames_on_device`, and
-// accept(listener, timeout, device) / connect(tcp, device) making the link from a TCP connection.
+// an event, so the caller never has to synchronize the device. Frames: `link`, `frames_on_device`, `encoder`
+// (the GPU encoder that suits the link), and accept(listener, timeout, device) / connect(tcp, device) making the
+// link from a TCP connection.
 template <class Frames>
 class cuda_place {
  public:
   static constexpr placement where = placement::cuda;
   using link_type = typename Frames::link;
-  using sender_type = sync::sender<rice, fixed_bytes, link_type, sync::device_source>;
+  using encoder = typename Frames::encoder;
+  using sender_type = sync::sender<encoder, fixed_bytes, link_type, sync::device_source>;
   using receiver_type = sync::receiver<link_type, sync::device_sink>;
 
   cuda_place(const place_options& o, bool trainer) : device_(resolve_device(o.device)) {
@@ -89,7 +91,7 @@ class cuda_place {
     so.stream = stream_;
     so.snapshot = snapshot_;
     so.frames_on_device = Frames::frames_on_device;
-    tx.emplace(layout, o, policy, sync::device_source<rice>(cuda::compiled_device_encoder_backend(so)));
+    tx.emplace(layout, o, policy, sync::device_source<encoder>(cuda::compiled_device_encoder_backend(so)));
   }
 
   void emplace_receiver(std::optional<receiver_type>& rx, const model_layout& layout, std::span<const tensor_view> weights, link_type t,

@@ -10,6 +10,7 @@ namespace {
 // Frames through host memory: the link is the TCP connection itself.
 struct tcp_frames {
   using link = asio_tcp_transport;
+  using encoder = rice;  // the fewest bytes: the network is the bottleneck
   static constexpr bool frames_on_device = false;
   static link accept(asio_tcp_listener& l, ms timeout, int) { return l.accept(timeout); }
   static link connect(asio_tcp_transport t, int) { return t; }

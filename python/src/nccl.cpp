@@ -13,6 +13,9 @@ namespace {
 
 struct nccl_frames {
   using link = nccl_link<asio_tcp_transport>;
+  // Over NVLink bytes barely count and delta_varint encodes and verifies fastest: 22.6 ms per 7B version against
+  // rice's 29.4 (bench/results/engine-nccl/h100x2-7b.md).
+  using encoder = delta_varint;
   static constexpr bool frames_on_device = true;  // frames stay on the trainer's GPU until NCCL sends them
   static nccl_link_options on(int device) {
     nccl_link_options o;
