@@ -39,9 +39,17 @@ def test_parameters_that_require_grad():
         assert torch.equal(v.detach(), target[k])
 
 
-def test_cuda_tensors_are_refused_clearly():
+def test_cuda_tensors_are_refused_clearly_by_the_host_codec():
     if not torch.cuda.is_available():
         pytest.skip("no CUDA device")
     layout = ss.Layout([("w", "f32", (4,))])
+    a, b = torch.zeros(4, device="cuda"), torch.ones(4, device="cuda")
     with pytest.raises(ss.InvalidArgument, match="not a CPU array"):
-        ss.checksum(layout, [torch.zeros(4, device="cuda")])
+        ss.diff(layout, [a], [b])
+    patch = ss.diff(layout, [a.cpu()], [b.cpu()])
+    with pytest.raises(ss.InvalidArgument, match="not a CPU array"):
+        ss.apply(layout, patch, [a])
+    assert torch.equal(a, torch.zeros(4, device="cuda"))
+    # The checksum is computed where the tensors are (GPU endpoints' builds), equal to the host's.
+    if ss.HAS_CUDA:
+        assert ss.checksum(layout, [b]) == ss.checksum(layout, [b.cpu()])
