@@ -25,6 +25,8 @@ __version__ = "0.1.0"
 HAS_CUDA: bool = bool(getattr(_core, "has_cuda", False))
 #: Whether this build has the NCCL endpoints (``link="nccl"``: frames GPU to GPU).
 HAS_NCCL: bool = bool(getattr(_core, "has_nccl", False))
+#: Whether this build has the UCX endpoints (``transport="ucx"``).
+HAS_UCX: bool = bool(getattr(_core, "has_ucx", False))
 #: The patch format version this build reads and writes.
 FORMAT_VERSION: int = _core.format_version
 
@@ -32,5 +34,5 @@ __all__ = [
     "Layout", "Patch", "Publisher", "Subscriber", "TLS", "generate_key_file", "diff", "apply", "inspect", "checksum", "layout_of_patch", "encoders", "ENCODERS",
     "VALUE_MODES", "FORMAT_VERSION", "Error", "InvalidArgument", "Truncated", "BadMagic", "UnsupportedVersion",
     "HeaderChecksum", "PayloadChecksum", "LayoutMismatch", "BaseMismatch", "TargetMismatch", "Malformed",
-    "IndexOutOfRange", "NonCanonical", "IOFailure", "Unsupported", "CudaError", "current_stream", "HAS_CUDA", "HAS_NCCL", "nccl_library",
+    "IndexOutOfRange", "NonCanonical", "IOFailure", "Unsupported", "CudaError", "current_stream", "HAS_CUDA", "HAS_NCCL", "HAS_UCX", "nccl_library",
 ]

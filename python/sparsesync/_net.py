@@ -1,5 +1,6 @@
-"""Publisher / Subscriber: versions of a model's weights streamed to workers over TCP, authenticated with a
-pre-shared key (the C++ library's one sync engine, sync::sender / sync::receiver, over its asio_tcp transport).
+"""Publisher / Subscriber: versions of a model's weights streamed to workers over TCP (a pre-shared key and/or
+mutual TLS), UCX (a key) or NCCL (GPU to GPU, the protocol on TCP): the C++ library's one sync engine,
+sync::sender / sync::receiver, over its transports.
 
 The weights may live in host memory (numpy arrays, CPU tensors) or on a GPU (torch or cupy CUDA tensors,
 anything that exports CUDA memory through DLPack): on a GPU the trainer encodes on its GPU against a snapshot
@@ -56,18 +57,30 @@ def nccl_library() -> dict[str, Any]:
     return _core.nccl_library()
 
 
-def _native_classes(index: Optional[int], link: str) -> tuple[Any, Any]:
-    """(publisher class, subscriber class) for a placement and a link."""
-    if link not in ("tcp", "nccl"):
-        raise InvalidArgument(f"link must be 'tcp' or 'nccl', not {link!r}")
+def _require_ucx() -> None:
+    if not getattr(_core, "has_ucx", False):
+        raise InvalidArgument("this build of sparsesync has no UCX endpoints (UCX was not found when it was built: "
+                              "apt-get install libucx-dev, or set SPARSESYNC_UCX_ROOT, and reinstall)")
+
+
+def _native_classes(index: Optional[int], transport: str) -> tuple[Any, Any]:
+    """(publisher class, subscriber class) for a placement (None: host memory) and a transport."""
+    if transport not in ("tcp", "ucx", "nccl"):
+        raise InvalidArgument(f"transport must be 'tcp', 'ucx' or 'nccl', not {transport!r}")
     if index is None:
-        if link == "nccl":
-            raise InvalidArgument("link='nccl' moves frames GPU to GPU: it needs tensors on a GPU")
+        if transport == "nccl":
+            raise InvalidArgument("transport='nccl' moves frames GPU to GPU: it needs tensors on a GPU")
+        if transport == "ucx":
+            _require_ucx()
+            return _core.UcxPublisher, _core.UcxSubscriber
         return _core.Publisher, _core.Subscriber
-    if link == "nccl":
+    if transport == "nccl":
         _require_nccl()
         return _core.NcclPublisher, _core.NcclSubscriber
     _require_cuda()
+    if transport == "ucx":
+        _require_ucx()
+        return _core.UcxCudaPublisher, _core.UcxCudaSubscriber
     return _core.CudaPublisher, _core.CudaSubscriber
 
 
@@ -168,19 +181,20 @@ class Publisher:
     ``values`` is ``"ulp"`` or ``"absolute"``; the first version a worker gets is a full transfer.
     ``bucket_bytes``: the bucket size (default 16 MiB on the host; 512 MiB on a GPU, where each bucket has a
     fixed cost and a full transfer stages about 8 bytes per element of one bucket on the worker).
-    ``port=0`` picks a free port (read it from :attr:`port`). ``link`` (GPU only): ``"tcp"`` sends frames through
-    host memory on the TCP connection; ``"nccl"`` sends them GPU to GPU by NCCL (a communicator per worker,
-    built over the authenticated TCP connection, which still carries the protocol); workers must use the same.
+    ``port=0`` picks a free port (read it from :attr:`port`). ``transport``: ``"tcp"`` (default; frames through
+    host memory), ``"ucx"`` (UCX picks the fabric: InfiniBand, RoCE, shared memory, TCP; key file only) or, for
+    GPU tensors, ``"nccl"`` (frames GPU to GPU by NCCL on a communicator per worker, built over the
+    authenticated TCP connection, which still carries the protocol). Workers must use the same.
     """
 
     def __init__(self, layout: Any, key_file: Optional[str | os.PathLike[str]] = None, *, tls: Optional[TLS] = None,
                  host: str = "127.0.0.1", port: int = 0,
                  values: str = "ulp", bucket_bytes: Optional[int] = None, ack_timeout: float = 600.0,
-                 device: DeviceSpec = "cpu", snapshot: str = "device", link: str = "tcp") -> None:
+                 device: DeviceSpec = "cpu", snapshot: str = "device", transport: str = "tcp") -> None:
         _require_tcp()
         self.layout = layout if isinstance(layout, Layout) else Layout(layout)
         index = _cuda_index(device)
-        native = _native_classes(index, link)[0]
+        native = _native_classes(index, transport)[0]
         if index is None:
             index = -1
             bucket_bytes = bucket_bytes or 16 << 20
@@ -249,17 +263,17 @@ class Subscriber:
     refused later. ``held_version``: the tensors already hold that version (restored from disk after a
     restart); the handshake proves it by checksum and the publisher then sends patches, not a full transfer.
     ``connect_timeout`` covers a publisher that is still starting; ``receive_timeout`` (None: none) bounds the
-    wait for the next version. ``link``: as the publisher's (``"nccl"``: frames GPU to GPU).
+    wait for the next version. ``transport``: as the publisher's.
     """
 
     def __init__(self, layout: Any, tensors: Any, key_file: Optional[str | os.PathLike[str]] = None, *,
                  tls: Optional[TLS] = None, host: str = "127.0.0.1", port: int, connect_timeout: float = 30.0, receive_timeout: Optional[float] = None,
-                 held_version: Optional[int] = None, commit: str = "atomic", link: str = "tcp") -> None:
+                 held_version: Optional[int] = None, commit: str = "atomic", transport: str = "tcp") -> None:
         _require_tcp()
         self.layout = layout if isinstance(layout, Layout) else Layout(layout)
         self.tensors = self.layout.order(tensors)
         index = _placement(self.tensors)
-        native = _native_classes(index, link)[1]
+        native = _native_classes(index, transport)[1]
         if index is None:
             index = -1
         key, tls_files = _auth(key_file, tls)

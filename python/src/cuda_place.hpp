@@ -43,13 +43,14 @@ inline int resolve_device(int device) {
 
 // Weights on one GPU. The engine works on a stream of its own; each call is ordered after the caller's stream
 // (publish: the weights are final) or before it (receive: what reads the weights next waits for the apply), with
-// an event, so the caller never has to synchronize the device. Frames: `link`, `frames_on_device`, `encoder`
-// (the GPU encoder that suits the link), and accept(listener, timeout, device) / connect(tcp, device) making the
-// link from a TCP connection.
+// an event, so the caller never has to synchronize the device. Frames: the `wire`, the `link` the engine uses,
+// `frames_on_device`, `encoder` (the GPU encoder that suits the link), and accept(listener, timeout, device) /
+// connect(wire transport, device) making the link from a connection.
 template <class Frames>
 class cuda_place {
  public:
   static constexpr placement where = placement::cuda;
+  using wire = typename Frames::wire;
   using link_type = typename Frames::link;
   using encoder = typename Frames::encoder;
   using sender_type = sync::sender<encoder, fixed_bytes, link_type, sync::device_source>;
@@ -82,8 +83,8 @@ class cuda_place {
   int device() const { return device_; }
   cudaStream_t stream() const { return stream_; }
 
-  link_type accept(asio_tcp_listener& l, ms timeout) { return Frames::accept(l, timeout, device_); }
-  link_type connect(asio_tcp_transport t) { return Frames::connect(std::move(t), device_); }
+  link_type accept(typename wire::listener& l, ms timeout) { return Frames::accept(l, timeout, device_); }
+  link_type connect(typename wire::transport t) { return Frames::connect(std::move(t), device_); }
 
   void emplace_sender(std::optional<sender_type>& tx, const model_layout& layout, const sync::sender_options& o, fixed_bytes policy) {
     device_guard on(device_);
@@ -130,5 +131,17 @@ class cuda_place {
 
 // Registers the CUDA runtime's failures as sparsesync.CudaError.
 void register_cuda_errors();
+
+// Frames through host memory: the link is the wire's connection itself; rice, the fewest bytes, as the network
+// is the bottleneck.
+template <class Wire>
+struct host_frames {
+  using wire = Wire;
+  using link = typename Wire::transport;
+  using encoder = rice;
+  static constexpr bool frames_on_device = false;
+  static link accept(typename Wire::listener& l, ms timeout, int) { return Wire::accept(l, timeout); }
+  static link connect(link t, int) { return t; }
+};
 
 }  // namespace sparsesync::python

@@ -1,8 +1,8 @@
-// Publisher and Subscriber for Python: the one sync engine (sync::sender / sync::receiver) over the
-// authenticated TCP transport, for arrays in host memory (net.cpp) or on a GPU (gpu.cpp), the GPU's frames
+// Publisher and Subscriber for Python: the one sync engine (sync::sender / sync::receiver) over an authenticated
+// wire (TCP here, UCX in ucx.cpp), for arrays in host memory (net.cpp) or on a GPU (gpu.cpp), the GPU's frames
 // through host memory or GPU to GPU over NCCL (nccl.cpp). `Place` says where the weights live and how frames
-// travel: which sender, receiver and link that takes, how their backends are made, how a TCP connection becomes
-// the link (accept, connect), and how the engine's work is ordered against the caller's CUDA stream.
+// travel: its `wire`, which sender, receiver and link that takes, how their backends are made, how a connection
+// becomes the link (accept, connect), and how the engine's work is ordered against the caller's CUDA stream.
 #pragma once
 
 #include "views.hpp"
@@ -30,18 +30,37 @@ inline ms to_ms(std::optional<double> seconds) { return seconds ? ms(static_cast
 // Mutual TLS as Python passes it: (ca_file, cert_file, key_file, server_name).
 using tls_files = std::tuple<std::string, std::string, std::string, std::string>;
 
-// The key file, TLS, or both (each an independent check); the transport refuses neither.
-inline asio_tcp_options tcp_options(const std::optional<std::string>& key_file, const std::optional<tls_files>& tls,
-                                    std::optional<double> receive_timeout) {
+// How a Python endpoint authenticates: a key file, mutual TLS, or both (each an independent check).
+struct auth_options {
+  std::optional<std::string> key_file;
+  std::optional<tls_files> tls;
+  std::optional<double> receive_timeout;  // None: wait for the next version for ever
+};
+
+inline asio_tcp_options tcp_options(const auth_options& a) {
   asio_tcp_options o;
-  if (key_file) o.key = load_key_file(*key_file);
-  if (tls) {
-    const auto& [ca, cert, key, name] = *tls;
+  if (a.key_file) o.key = load_key_file(*a.key_file);
+  if (a.tls) {
+    const auto& [ca, cert, key, name] = *a.tls;
     o.tls = tls_options{ca, cert, key, name};
   }
-  o.receive_timeout = to_ms(receive_timeout);
+  o.receive_timeout = to_ms(a.receive_timeout);
   return o;
 }
+
+// A wire: how endpoints reach each other (the connection that carries the protocol, and host-memory frames).
+// TCP here; UCX in ucx.cpp.
+struct tcp_wire {
+  using transport = asio_tcp_transport;
+  using listener = asio_tcp_listener;
+  static listener listen(const std::string& host, std::uint16_t port, const auth_options& a) { return listener(host, port, tcp_options(a)); }
+  static transport accept(listener& l, ms timeout) { return l.accept(timeout); }
+  // The publisher may still be starting: a refused connection is retried every 100 ms until connect_timeout.
+  static transport dial(const std::string& host, std::uint16_t port, const auth_options& a, double connect_timeout) {
+    const int attempts = static_cast<int>(connect_timeout * 10.0);
+    return connect_retrying(host, port, tcp_options(a), attempts < 1 ? 1 : attempts);
+  }
+};
 
 inline nb::object bits_per_changed(std::uint64_t payload_bytes, std::uint64_t changed) {
   return changed ? nb::cast(8.0 * static_cast<double>(payload_bytes) / static_cast<double>(changed)) : nb::none();
@@ -59,10 +78,9 @@ class publisher {
  public:
   using sender_type = typename Place::sender_type;
 
-  publisher(const model_layout& layout, const std::string& host, std::uint16_t port, const std::optional<std::string>& key_file,
-            const std::optional<tls_files>& tls, const std::string& values, std::uint64_t bucket_bytes, double ack_timeout,
-            const place_options& where)
-      : layout_(layout), place_(where, /*trainer=*/true), listener_(host, port, tcp_options(key_file, tls, std::nullopt)) {
+  publisher(const model_layout& layout, const std::string& host, std::uint16_t port, const auth_options& auth, const std::string& values,
+            std::uint64_t bucket_bytes, double ack_timeout, const place_options& where)
+      : layout_(layout), place_(where, /*trainer=*/true), listener_(Place::wire::listen(host, port, auth)) {
     if (bucket_bytes == 0) throw error(errc::invalid_argument, "bucket_bytes must be positive");
     place_.emplace_sender(tx_, layout_, options(values, ack_timeout), fixed_bytes{bucket_bytes});
   }
@@ -139,7 +157,7 @@ class publisher {
 
   model_layout layout_;
   Place place_;  // before the sender: its backends and stream outlive it
-  asio_tcp_listener listener_;
+  typename Place::wire::listener listener_;
   std::optional<sender_type> tx_;
 };
 
@@ -148,18 +166,14 @@ class subscriber {
  public:
   using receiver_type = typename Place::receiver_type;
 
-  subscriber(const model_layout& layout, nb::handle tensors, const std::string& host, std::uint16_t port,
-             const std::optional<std::string>& key_file, const std::optional<tls_files>& tls, std::optional<double> receive_timeout,
+  subscriber(const model_layout& layout, nb::handle tensors, const std::string& host, std::uint16_t port, const auth_options& auth,
              double connect_timeout, std::optional<std::uint64_t> held_version, const place_options& where)
       : weights_(views_of<true, Place::where>(layout, tensors, "tensors", where.device)), place_(with_device(where, weights_.device), false) {
-    const auto opt = tcp_options(key_file, tls, receive_timeout);
     sync::receiver_options ro;
     ro.has_version = held_version.has_value();
     ro.version = held_version.value_or(0);
     nb::gil_scoped_release unlocked;
-    // The publisher may still be starting: retry a refused connection every 100 ms until connect_timeout.
-    const int attempts = static_cast<int>(connect_timeout * 10.0);
-    place_.emplace_receiver(rx_, layout, weights_.views, place_.connect(connect_retrying(host, port, opt, attempts < 1 ? 1 : attempts)), ro);
+    place_.emplace_receiver(rx_, layout, weights_.views, place_.connect(Place::wire::dial(host, port, auth, connect_timeout)), ro);
   }
 
   // `stream`: the CUDA stream that will read the weights next (GPU placement): it is ordered after the apply.
@@ -209,7 +223,8 @@ void bind_endpoints(nb::module_& m, const char* publisher_name, const char* subs
            [where](pub* self, const model_layout& layout, const std::string& host, std::uint16_t port, const std::optional<std::string>& key_file,
                    const std::optional<tls_files>& tls, const std::string& values, std::uint64_t bucket_bytes, double ack_timeout, int device,
                    const std::string& snapshot) {
-             new (self) pub(layout, host, port, key_file, tls, values, bucket_bytes, ack_timeout, where(device, snapshot, "atomic"));
+             new (self) pub(layout, host, port, auth_options{key_file, tls, std::nullopt}, values, bucket_bytes, ack_timeout,
+                            where(device, snapshot, "atomic"));
            },
            nb::arg("layout"), nb::arg("host"), nb::arg("port"), nb::arg("key_file").none(), nb::arg("tls").none(), nb::arg("values"),
            nb::arg("bucket_bytes"), nb::arg("ack_timeout"), nb::arg("device"), nb::arg("snapshot"))
@@ -225,7 +240,7 @@ void bind_endpoints(nb::module_& m, const char* publisher_name, const char* subs
            [where](sub* self, const model_layout& layout, nb::handle tensors, const std::string& host, std::uint16_t port,
                    const std::optional<std::string>& key_file, const std::optional<tls_files>& tls, std::optional<double> receive_timeout,
                    double connect_timeout, std::optional<std::uint64_t> held_version, int device, const std::string& commit) {
-             new (self) sub(layout, tensors, host, port, key_file, tls, receive_timeout, connect_timeout, held_version,
+             new (self) sub(layout, tensors, host, port, auth_options{key_file, tls, receive_timeout}, connect_timeout, held_version,
                             where(device, "device", commit));
            },
            nb::arg("layout"), nb::arg("tensors"), nb::arg("host"), nb::arg("port"), nb::arg("key_file").none(), nb::arg("tls").none(),

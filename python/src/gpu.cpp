@@ -7,14 +7,7 @@
 namespace sparsesync::python {
 namespace {
 
-// Frames through host memory: the link is the TCP connection itself.
-struct tcp_frames {
-  using link = asio_tcp_transport;
-  using encoder = rice;  // the fewest bytes: the network is the bottleneck
-  static constexpr bool frames_on_device = false;
-  static link accept(asio_tcp_listener& l, ms timeout, int) { return l.accept(timeout); }
-  static link connect(asio_tcp_transport t, int) { return t; }
-};
+using tcp_frames = host_frames<tcp_wire>;
 
 // The model checksum of weights on a GPU (the header's whole-model checksum, docs/FORMAT.md section 5), computed
 // where they live, after the work queued on `caller`. A device sink's checksum() does exactly this; the sink

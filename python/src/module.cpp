@@ -5,6 +5,7 @@
 #include "changes.hpp"
 #include "gpu.hpp"
 #include "nccl.hpp"
+#include "ucx.hpp"
 #include "net.hpp"
 #include "summary.hpp"
 #include "views.hpp"
@@ -206,5 +207,10 @@ NB_MODULE(_core, m) {
   bind_nccl(m);
 #else
   m.attr("has_nccl") = false;
+#endif
+#ifdef SPARSESYNC_PYTHON_UCX
+  bind_ucx(m);
+#else
+  m.attr("has_ucx") = false;
 #endif
 }

@@ -12,6 +12,7 @@ namespace sparsesync::python {
 namespace {
 
 struct nccl_frames {
+  using wire = tcp_wire;
   using link = nccl_link<asio_tcp_transport>;
   // Over NVLink bytes barely count and delta_varint encodes and verifies fastest: 22.6 ms per 7B version against
   // rice's 29.4 (bench/results/engine-nccl/h100x2-7b.md).
@@ -22,7 +23,7 @@ struct nccl_frames {
     o.device = device;
     return o;
   }
-  static link accept(asio_tcp_listener& l, ms timeout, int device) {
+  static link accept(tcp_wire::listener& l, ms timeout, int device) {
     (void)load_nccl();  // a missing NCCL is reported before a worker is kept waiting
     return link::connect_sender(l.accept(timeout), on(device));
   }

@@ -74,11 +74,11 @@ def _run(tmp_path, worker_device, versions=5, commit="atomic", snapshot="device"
     worker = [torch.zeros_like(t, device=worker_device) for t in trainer]
     pointers = [t.data_ptr() for t in worker]
     reports, failures = [], []
-    with ss.Publisher(layout, key, device="cuda:0", snapshot=snapshot, link=link) as pub:
+    with ss.Publisher(layout, key, device="cuda:0", snapshot=snapshot, transport=link) as pub:
 
         def work():
             try:
-                with ss.Subscriber(layout, worker, key, port=pub.port, commit=commit, link=link) as sub:
+                with ss.Subscriber(layout, worker, key, port=pub.port, commit=commit, transport=link) as sub:
                     for r in sub:
                         torch.cuda.current_stream(worker[0].device).synchronize()
                         r["equal"] = all(torch.equal(_bits(a.to(worker_device)), _bits(b)) for a, b in zip(expected[r["version"]], worker))
@@ -125,7 +125,7 @@ def test_gpu_trainer_to_gpu_worker_bit_identical(tmp_path, commit):
 @pytest.mark.skipif(not ss.HAS_NCCL or gpu_count < 2, reason=f"needs NCCL endpoints and two GPUs (NCCL: {ss.HAS_NCCL}, GPUs: {gpu_count})")
 @pytest.mark.parametrize("commit", ["atomic", "streamed"])
 def test_frames_gpu_to_gpu_over_nccl(tmp_path, commit):
-    published, reports, _, _ = _run(tmp_path, "cuda:1", commit=commit, link="nccl")
+    published, reports, _, _ = _run(tmp_path, "cuda:1", commit=commit, transport="nccl")
     assert reports[0]["full"] and not any(r["full"] for r in reports[1:])
     lib = ss.nccl_library()
     assert lib["version"] > 0 and lib["path"]
@@ -140,9 +140,9 @@ def test_frames_gpu_to_gpu_over_nccl(tmp_path, commit):
 def test_nccl_needs_gpu_tensors(tmp_path):
     ss.generate_key_file(tmp_path / "k")
     with pytest.raises(ss.InvalidArgument, match="nccl"):
-        ss.Publisher([("w", "bf16", (8,))], tmp_path / "k", link="nccl")
-    with pytest.raises(ss.InvalidArgument, match="link"):
-        ss.Publisher([("w", "bf16", (8,))], tmp_path / "k", link="udp")
+        ss.Publisher([("w", "bf16", (8,))], tmp_path / "k", transport="nccl")
+    with pytest.raises(ss.InvalidArgument, match="transport"):
+        ss.Publisher([("w", "bf16", (8,))], tmp_path / "k", transport="udp")
 
 
 @needs_gpu

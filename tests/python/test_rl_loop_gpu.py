@@ -59,11 +59,11 @@ def test_policy_gradient_loop_trainer_gpu0_worker_gpu1(tmp_path, capsys, link):
     ss.generate_key_file(key)
     results, failures = [], []
     lines = []
-    with ss.Publisher(layout, key, device="cuda:0", link=link) as pub:
+    with ss.Publisher(layout, key, device="cuda:0", transport=link) as pub:
 
         def rollout_worker():
             try:
-                with ss.Subscriber(layout, worker_tensors, key, port=pub.port, link=link) as sub, torch.no_grad():
+                with ss.Subscriber(layout, worker_tensors, key, port=pub.port, transport=link) as sub, torch.no_grad():
                     for report in sub:
                         logits = worker(prompts).logits
                         results.append((report, _digest(worker_tensors[n] for n in state), logits))
