@@ -66,20 +66,10 @@ fi
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DSPARSESYNC_BUILD_BENCH=OFF -DCMAKE_CUDA_ARCHITECTURES="$cuda_arch" \
   -DCMAKE_CUDA_FLAGS="$cuda_flags" -DSPARSESYNC_GPU_TESTS_UNOPTIMIZED="${gpu_unoptimized:-OFF}"
 cmake --build "$build" -j "$(nproc)"
+run_ctest main "$build" --output-on-failure --timeout 900 -j "$(nproc)" "$@"
 
-# The Python package (import sparsesync), built into a virtual environment under build/, and its pytest suite,
-# run while the C++ tests run: those mostly wait on sockets, timers and child processes, so one compile job
-# beside them uses a core they leave idle (a minute less on a 2-core machine). Its output is shown after theirs.
-CMAKE_BUILD_PARALLEL_LEVEL=1 ./scripts/python_test.sh > "$logs/python.out" 2>&1 &
-python_pid=$!
-main_rc=0
-run_ctest main "$build" --output-on-failure --timeout 900 -j "$(nproc)" "$@" || main_rc=$?
-python_rc=0
-wait "$python_pid" || python_rc=$?
-echo "===== Python package (scripts/python_test.sh) ====="
-tee "$logs/python.log" < "$logs/python.out"
-((main_rc == 0)) || exit "$main_rc"
-((python_rc == 0)) || exit "$python_rc"
+# The Python package (import sparsesync), built into a virtual environment under build/, and its pytest suite.
+./scripts/python_test.sh 2>&1 | tee "$logs/python.log"
 
 # The decoders of untrusted input, the golden files, the sync engine and the CLI's file commands (diff, apply,
 # inspect) once more under AddressSanitizer and UndefinedBehaviorSanitizer (host code; SPARSESYNC_SANITIZE=0
@@ -92,39 +82,21 @@ if [[ "${SPARSESYNC_SANITIZE:-1}" == 1 ]]; then
     -DSPARSESYNC_BUILD_EXAMPLES=OFF -DSPARSESYNC_CLI_NET=OFF "-DCMAKE_CXX_FLAGS_DEBUG=-O1 -g1" \
     "-DCMAKE_CXX_FLAGS=-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all"
   cmake --build "$asan" -j "$(nproc)" --target core_tests golden_tests real_stream_tests sync_tests safetensors_tests cli_tests sparsesync_cli
+  run_ctest asan "$asan" --output-on-failure --timeout 900 -j "$(nproc)" -R "^(core_tests|golden_tests|real_stream_tests|sync_tests|safetensors_tests|cli_tests)$"
 fi
 
 # Each libFuzzer harness (tests/fuzz: decoders, patch reader, safetensors reader, session protocol, handshake)
-# for a bounded run over its committed corpus, built with clang (ASan + UBSan), while the sanitizer stage's
-# tests run (one compile job beside them). SPARSESYNC_FUZZ=0 skips this; scripts/fuzz.sh runs them for longer.
-fuzz=${build}-fuzz
-fuzz_pid=
+# for a bounded run over its committed corpus, built with clang (ASan + UBSan). SPARSESYNC_FUZZ=0 skips this;
+# scripts/fuzz.sh runs them for longer.
 if [[ "${SPARSESYNC_FUZZ:-1}" == 1 ]]; then
-  (
-    CC=clang CXX=clang++ cmake -S . -B "$fuzz" -G Ninja -DCMAKE_BUILD_TYPE=Release -DSPARSESYNC_ENABLE_CUDA=OFF \
-      -DSPARSESYNC_BUILD_BENCH=OFF -DSPARSESYNC_BUILD_EXAMPLES=OFF -DSPARSESYNC_BUILD_FUZZ=ON
-    # (grep reads all of ninja's output: with pipefail, grep -q's early exit would fail the pipeline by SIGPIPE.)
-    if ninja -C "$fuzz" -t targets all | grep '^fuzz_chunk_decode:' >/dev/null; then
-      cmake --build "$fuzz" -j 1 --target fuzz_chunk_decode fuzz_patch fuzz_protocol fuzz_safetensors fuzz_handshake
-    else
-      echo "test.sh: fuzz stage skipped: clang's libFuzzer runtime is missing (see the cmake output above)"
-      exit 3
-    fi
-  ) > "$logs/fuzz-build.out" 2>&1 &
-  fuzz_pid=$!
-fi
-if [[ "${SPARSESYNC_SANITIZE:-1}" == 1 ]]; then
-  run_ctest asan "$asan" --output-on-failure --timeout 900 -j "$(nproc)" -R "^(core_tests|golden_tests|real_stream_tests|sync_tests|safetensors_tests|cli_tests)$"
-fi
-if [[ -n $fuzz_pid ]]; then
-  fuzz_rc=0
-  wait "$fuzz_pid" || fuzz_rc=$?
-  if ((fuzz_rc == 3)); then
-    tail -n 20 "$logs/fuzz-build.out"
-  elif ((fuzz_rc != 0)); then
-    tail -n 60 "$logs/fuzz-build.out"
-    exit "$fuzz_rc"
-  else
+  fuzz=${build}-fuzz
+  CC=clang CXX=clang++ cmake -S . -B "$fuzz" -G Ninja -DCMAKE_BUILD_TYPE=Release -DSPARSESYNC_ENABLE_CUDA=OFF \
+    -DSPARSESYNC_BUILD_BENCH=OFF -DSPARSESYNC_BUILD_EXAMPLES=OFF -DSPARSESYNC_BUILD_FUZZ=ON
+  # (grep reads all of ninja's output: with pipefail, grep -q's early exit would fail the pipeline by SIGPIPE.)
+  if ninja -C "$fuzz" -t targets all | grep '^fuzz_chunk_decode:' >/dev/null; then
+    cmake --build "$fuzz" -j "$(nproc)" --target fuzz_chunk_decode fuzz_patch fuzz_protocol fuzz_safetensors fuzz_handshake
     run_ctest fuzz "$fuzz" --output-on-failure -j "$(nproc)" -L fuzz
+  else
+    echo "test.sh: fuzz stage skipped: clang's libFuzzer runtime is missing (see the cmake output above)"
   fi
 fi
