@@ -3,10 +3,11 @@
 // version and applies it in place. Each side prints the checksum of what it holds; they must agree.
 //
 //   nccl_sync [--elements 100000000] [--versions 3]      (needs 2 or more GPUs; NCCL_NVLS_ENABLE=0 advised)
+#include <sparsesync/cuda/sync/nccl_sync.cuh>  // first: this file is the header's self-containment check
+
 #include "example_args.hpp"
 
 #include <sparsesync/bucketing/fixed_bytes.hpp>
-#include <sparsesync/cuda/sync/nccl_sync.cuh>
 
 #include <barrier>
 #include <cstdio>

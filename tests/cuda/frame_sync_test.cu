@@ -4,8 +4,8 @@
 // other weights, or receiving a corrupted frame, must refuse the version and keep the weights it had, bit for
 // bit (streamed mode: by rolling back the buckets it already wrote). Exits 77 (CTest: skipped) without a CUDA
 // device.
+#include <sparsesync/cuda/sync/frame_sync.cuh>  // first: this file is the header's self-containment check
 #include <sparsesync/bucketing/fixed_bytes.hpp>
-#include <sparsesync/cuda/sync/frame_sync.cuh>
 #include <sparsesync/cuda/sync/transport_frame_channel.hpp>
 #include <sparsesync/transport/inproc.hpp>
 
