@@ -49,25 +49,31 @@ def test_trainer_and_two_workers(tmp_path):
         assert [g["changed"] for g in got[1:]] == [s["changed"] for s in sent[1:]]
 
 
-def test_wrong_key_is_refused(tmp_path):
+def _accept_in_thread(pub, timeout=10):
+    """Starts pub.accept on a thread; the list gets its result: a receiver id or the ss.Error it raised."""
     import threading
 
+    outcome = []
+
+    def accept():
+        try:
+            outcome.append(pub.accept(timeout))
+        except ss.Error as e:
+            outcome.append(e)
+
+    t = threading.Thread(target=accept)
+    t.start()
+    return t, outcome
+
+
+def test_wrong_key_is_refused(tmp_path):
     import numpy as np
 
     ss.generate_key_file(tmp_path / "a.key")
     ss.generate_key_file(tmp_path / "b.key")
     layout = ss.Layout([("w", "bf16", (8,))])
     with ss.Publisher(layout, tmp_path / "a.key") as pub:
-        accepted = []
-
-        def accept():
-            try:
-                accepted.append(pub.accept(10))
-            except ss.Error as e:
-                accepted.append(e)
-
-        t = threading.Thread(target=accept)
-        t.start()
+        t, accepted = _accept_in_thread(pub)
         with pytest.raises(ss.Error, match="auth|key|closed"):
             ss.Subscriber(layout, [np.zeros(8, np.uint16)], tmp_path / "b.key", port=pub.port, connect_timeout=5)
         t.join(20)
@@ -114,8 +120,6 @@ def test_mutual_tls_without_a_key(tmp_path):
 
 
 def test_tls_certificate_from_another_ca_is_refused(tmp_path):
-    import threading
-
     import numpy as np
 
     (tmp_path / "ours").mkdir()
@@ -123,16 +127,7 @@ def test_tls_certificate_from_another_ca_is_refused(tmp_path):
     ours, rogue = _make_pki(tmp_path / "ours"), _make_pki(tmp_path / "rogue", "rogue")
     layout = ss.Layout([("w", "bf16", (8,))])
     with ss.Publisher(layout, tls=ours("server")) as pub:
-        outcome = []
-
-        def accept():
-            try:
-                outcome.append(pub.accept(10))
-            except ss.Error as e:
-                outcome.append(e)
-
-        t = threading.Thread(target=accept)
-        t.start()
+        t, outcome = _accept_in_thread(pub)
         with pytest.raises(ss.Error):
             ss.Subscriber(layout, [np.zeros(8, np.uint16)], tls=rogue("client"), port=pub.port, connect_timeout=5)
         t.join(20)
