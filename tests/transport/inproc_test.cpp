@@ -85,3 +85,17 @@ TEST_CASE("inproc: listener pairs connect() with accept()") {
   CHECK(error_of([&] { l.accept(); }) == transport_errc::connection_closed);
   CHECK(error_of([&] { l.connect(); }) == transport_errc::connect_failed);
 }
+
+TEST_CASE("inproc: abort() fails a receive blocked on another thread, and both ends' later calls") {
+  auto [a, b] = make_inproc_pair();
+  a.send(payload(1, 10));  // queued, never read: abort drops it
+  std::optional<transport_errc> blocked;
+  std::thread reader([&] { blocked = error_of([&] { std::vector<std::byte> f; a.receive(f); }); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  a.abort();
+  reader.join();
+  CHECK(blocked == transport_errc::connection_closed);
+  CHECK(error_of([&] { std::vector<std::byte> f; b.receive(f); }) == transport_errc::connection_closed);
+  CHECK(error_of([&] { b.send(payload(2, 10)); }) == transport_errc::connection_closed);
+  a.abort();  // idempotent
+}

@@ -41,6 +41,7 @@ struct inproc_queue {
   bool writer_closed = false;  // orderly: the reader sees the end after the queued frames
   bool writer_gone = false;    // the writing endpoint was destroyed without close(): an abrupt end
   bool reader_gone = false;
+  bool aborted = false;        // an endpoint tore the connection down (abort()): blocked calls on both ends fail
 };
 
 struct inproc_pipe {
@@ -92,9 +93,10 @@ class inproc_transport {
     if (q.writer_closed) throw transport_error(transport_errc::connection_closed, "inproc: send() after close()");
     const std::size_t charge = detail::inproc_charge(frame.size());
     const bool ready = detail::wait_for_condition(q.writable, lock, options_.send_timeout, [&] {
-      return q.reader_gone || q.frames.empty() || q.queued_bytes + charge <= options_.max_queued_bytes;
+      return q.aborted || q.reader_gone || q.frames.empty() || q.queued_bytes + charge <= options_.max_queued_bytes;
     });
     if (!ready) throw transport_error(transport_errc::timed_out, "inproc: the peer did not read within send_timeout");
+    if (q.aborted) throw transport_error(transport_errc::connection_closed, "inproc: the connection was aborted");
     if (q.reader_gone) throw transport_error(transport_errc::connection_closed, "inproc: the peer endpoint was destroyed");
     q.frames.push_back(std::move(copy));
     q.queued_bytes += charge;
@@ -106,9 +108,10 @@ class inproc_transport {
     auto& q = in();
     std::unique_lock lock(q.mutex);
     const bool ready = detail::wait_for_condition(q.readable, lock, options_.receive_timeout, [&] {
-      return !q.frames.empty() || q.writer_closed || q.writer_gone;
+      return q.aborted || !q.frames.empty() || q.writer_closed || q.writer_gone;
     });
     if (!ready) throw transport_error(transport_errc::timed_out, "inproc: no frame within receive_timeout");
+    if (q.aborted) throw transport_error(transport_errc::connection_closed, "inproc: the connection was aborted");
     if (!q.frames.empty()) {
       frame = std::move(q.frames.front());
       q.frames.pop_front();
@@ -133,6 +136,19 @@ class inproc_transport {
     std::lock_guard lock(q.mutex);
     q.writer_closed = true;
     q.readable.notify_all();
+  }
+
+  // Tears the connection down now, as asio_tcp's and ucx's abort(): calls blocked on either end, and later ones,
+  // fail with connection_closed (frames not yet read are dropped). A device link uses it to end a session whose
+  // peer stopped answering, on a control link that has no receive timeout of its own.
+  void abort() noexcept {
+    if (!pipe_) return;
+    for (auto& q : pipe_->queues) {
+      std::lock_guard lock(q.mutex);
+      q.aborted = true;
+      q.readable.notify_all();
+      q.writable.notify_all();
+    }
   }
 
   [[nodiscard]] std::size_t max_frame_size() const noexcept { return options_.max_frame_size; }

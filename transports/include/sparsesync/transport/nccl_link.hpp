@@ -10,24 +10,31 @@
 // are a few hundred MB at most, so sending them once per worker costs little NVLink time next to the encode; the
 // dense NCCL broadcast stays the baseline we measure against (bench/gpu/engine_nccl_bench.cpp).
 //
-// Never-hang argument (docs/PROTOCOL.md, "Timeouts"): every device transfer is enqueued on the link's own stream;
-// the engine's streams wait on nothing of it (receive_device returns only once its frame has arrived, and the
-// sender's frames are released only once the host saw them leave). A watchdog thread per link aborts the
-// communicator when a receive has not completed, or the oldest send has made no progress, for `timeout`; the
-// thread in receive_device sleeps on a blocking-sync event meanwhile (no polling of the driver: a spinning
-// thread would slow every other CUDA call of the process), and the abort wakes it.
+// Never-hang argument (docs/PROTOCOL.md, "Timeouts" and "Device frames: credits"): the trainer's end enqueues
+// a frame's ncclSend only once the worker has said, on the control link, that its ncclRecv for that frame is
+// enqueued (a credit). So no send kernel ever waits on the trainer's GPU for a peer that stopped: a stalled or
+// dead worker holds no SM, no hardware queue and no device-wide synchronization of the trainer, and the other
+// links never notice it. Every device transfer is enqueued on the link's own stream; the engine's streams wait on
+// nothing of it (receive_device returns only once its frame has arrived, and the sender's frames are released
+// only once the host saw them leave). A watchdog thread per link aborts the link when a credit has not come, a
+// receive has not completed, or the oldest send has made no progress, for `timeout`; a credit wait is ended by
+// aborting the control link too (the session is over). The thread in receive_device sleeps on a blocking-sync
+// event meanwhile (no polling of the driver: a spinning thread would slow every other CUDA call of the process),
+// and the abort wakes it.
 //
-// A dead worker's transfers may hold the trainer's GPU until its link aborts (NCCL kernels wait for their peer,
-// and a CUDA call that synchronizes the device waits for them: NCCL's "using multiple communicators" caveat), so
-// the trainer's other work may stall for up to the trainer's `timeout`. Give workers a longer timeout than the
-// trainer (the defaults do: 10 s and 30 s), so that a healthy worker never gives up on a trainer that is
-// waiting out another worker's death.
+// A worker that dies after its credit, mid-transfer, can still hold its one transfer on the trainer's GPU until
+// the link aborts (NCCL kernels wait for their peer, and a CUDA call that synchronizes the device waits for them:
+// NCCL's "using multiple communicators" caveat). Give workers a longer timeout than the trainer (the defaults do:
+// 10 s and 30 s), so that a healthy worker never gives up on a trainer that is waiting out another worker's death.
 #pragma once
 
 #include <sparsesync/transport/device_link.hpp>
 #include <sparsesync/transport/nccl.hpp>
 
+#include <sparsesync/core/little_endian.hpp>
+
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -60,6 +67,20 @@ inline std::atomic<std::int64_t>& last_link_abort() {
   static std::atomic<std::int64_t> at{0};
   return at;
 }
+
+// The link's own control message, consumed by the trainer's end and never seen by the engine: "my receive for
+// your next device frame, of u64 bytes, is enqueued" (docs/PROTOCOL.md, "Device frames: credits"). Its type byte
+// is outside the protocol's message types.
+inline constexpr std::byte device_credit_type{0xC0};
+inline constexpr std::size_t device_credit_size = 9;
+
+inline std::array<std::byte, device_credit_size> encode_device_credit(std::uint64_t bytes) {
+  std::array<std::byte, device_credit_size> m{};
+  m[0] = device_credit_type;
+  store_le<std::uint64_t>(reinterpret_cast<unsigned char*>(m.data()) + 1, bytes);
+  return m;
+}
+inline bool is_device_credit(std::span<const std::byte> m) { return !m.empty() && m[0] == device_credit_type; }
 }  // namespace detail
 
 // What a link moved on its device path, and how often NCCL deferred a call (ncclInProgress: the caller then
@@ -88,9 +109,9 @@ class nccl_link {
   nccl_link& operator=(const nccl_link&) = delete;
   ~nccl_link() = default;
 
-  // The transport: the protocol's host messages, on the control link.
-  void send(std::span<const std::byte> m) { s_->control.send(m); }
-  bool receive(std::vector<std::byte>& m) { return s_->control.receive(m); }
+  // The transport: the protocol's host messages, on the control link (credits are taken out on the way).
+  void send(std::span<const std::byte> m) { s_->send_control(m); }
+  bool receive(std::vector<std::byte>& m) { return s_->receive_control(m); }
   void close() noexcept { s_->control.close(); }
   [[nodiscard]] std::size_t max_frame_size() const noexcept { return s_->control.max_frame_size(); }
 
@@ -212,8 +233,85 @@ class nccl_link {
       if (aborted) throw transport_error(transport_errc::connection_closed, "nccl_link: the device path was aborted (" + why + ")");
     }
 
+    // The protocol's host messages. Sends are serialized: a worker's credits go out from receive_device while
+    // its engine may send on another thread.
+    void send_control(std::span<const std::byte> m) {
+      std::lock_guard lock(send_mutex);
+      control.send(m);
+    }
+
+    // The next protocol message: one a credit wait already read, else the control link's next. A credit here has
+    // no frame waiting for it: the peer does not follow the protocol.
+    bool receive_control(std::vector<std::byte>& m) {
+      {
+        std::lock_guard lock(mutex);
+        if (!inbox.empty()) {
+          m = std::move(inbox.front());
+          inbox.pop_front();
+          return true;
+        }
+      }
+      if (!control.receive(m)) return false;
+      if (detail::is_device_credit(m)) {
+        abort("an unexpected receive credit");
+        throw transport_error(transport_errc::protocol, "nccl_link: the peer sent a receive credit with no device frame waiting for it");
+      }
+      return true;
+    }
+
+    // Waits, reading the control link, until the peer says its receive for this frame is enqueued. Protocol
+    // messages read meanwhile (a receiver may refuse a version while its frames still come) wait in the inbox.
+    // The watchdog ends the wait after `timeout` by aborting the control link.
+    void wait_for_credit(std::size_t bytes) {
+      {
+        std::lock_guard lock(mutex);
+        throw_if_aborted_locked();
+        credit_wait = true;
+        credit_since = clock::now();
+        if (!watchdog.joinable()) watchdog = std::thread([this] { watch(); });
+        cv.notify_all();
+      }
+      const auto fail = [&](transport_errc code, const std::string& what) {
+        std::lock_guard lock(mutex);
+        credit_wait = false;
+        if (aborted)
+          throw transport_error(why.find("timeout") != std::string::npos ? transport_errc::timed_out : transport_errc::connection_closed,
+                                "nccl_link: no receive credit for a device frame of " + std::to_string(bytes) + " bytes: the link was aborted (" + why + ")");
+        abort_locked(what);
+        throw transport_error(code, "nccl_link: " + what);
+      };
+      std::vector<std::byte> m;
+      for (;;) {
+        bool got = false;
+        try {
+          got = control.receive(m);
+        } catch (const transport_error& e) {
+          fail(e.transport_code(), std::string("waiting for a receive credit: ") + e.what());
+        }
+        if (!got) fail(transport_errc::connection_closed, "the peer closed its control link before taking a device frame");
+        if (!detail::is_device_credit(m)) {
+          std::lock_guard lock(mutex);
+          if (inbox.size() < max_inbox) {
+            inbox.push_back(std::move(m));
+            m = {};
+            continue;
+          }
+        }
+        if (!detail::is_device_credit(m)) fail(transport_errc::protocol, "the peer sent too many messages while a device frame waited for its credit");
+        if (m.size() != detail::device_credit_size ||
+            detail::load_le<std::uint64_t>(reinterpret_cast<const unsigned char*>(m.data()) + 1) != bytes)
+          fail(transport_errc::protocol, "the peer's receive credit does not match the device frame of " + std::to_string(bytes) + " bytes");
+        std::lock_guard lock(mutex);
+        credit_wait = false;
+        throw_if_aborted_locked();
+        return;
+      }
+    }
+
     void send(const device_frame& f) {
       if (f.bytes == 0) return;
+      // No send is enqueued before the peer's receive is: a peer that stopped never gets a send kernel to block.
+      wait_for_credit(f.bytes);
       std::unique_lock lock(mutex);
       throw_if_aborted_locked();
       on_device guard(device);
@@ -255,6 +353,17 @@ class nccl_link {
         receive_since = clock::now();
         if (!watchdog.joinable()) watchdog = std::thread([this] { watch(); });
         cv.notify_all();
+      }
+      // The receive is enqueued: the trainer may now enqueue its send.
+      try {
+        const auto credit = detail::encode_device_credit(bytes);
+        send_control(credit);
+      } catch (const std::exception& e) {
+        abort(std::string("sending a receive credit: ") + e.what());
+        cudaEventSynchronize(recv_done);  // the abort ended the receive
+        std::lock_guard lock(mutex);
+        receiving = false;
+        throw transport_error(transport_errc::connection_closed, std::string("nccl_link: sending a receive credit: ") + e.what());
       }
       // Sleeps until the frame is there; the watchdog aborts the communicator (which ends the receive) when it
       // has not come within the timeout.
@@ -332,6 +441,15 @@ class nccl_link {
       cudaSetDevice(device);
       while (!stopping) {
         reap_locked();
+        if (credit_wait && !aborted) {
+          if (clock::now() - credit_since > opt.timeout) {  // a peer posts its receive whatever our GPU does
+            abort_locked("the peer posted no receive for a device frame within the timeout (it stopped receiving)");
+            abort_control();  // ends the credit wait: the session is over
+            continue;
+          }
+          cv.wait_for(lock, std::chrono::milliseconds(1));
+          continue;
+        }
         if (receiving && !aborted) {
           if (clock::now() - std::max(receive_since, last_abort()) > opt.timeout) {
             abort_locked("a device frame did not arrive within the timeout");
@@ -357,6 +475,11 @@ class nccl_link {
       }
     }
 
+    // Tears the control link down where the transport can (asio_tcp, ucx, inproc): blocked calls on it fail.
+    void abort_control() noexcept {
+      if constexpr (requires(Control& c) { c.abort(); }) control.abort();
+    }
+
     struct in_flight {
       cudaEvent_t done;
       std::shared_ptr<const void> owner;
@@ -370,8 +493,14 @@ class nccl_link {
     cudaEvent_t after_event{}, recv_done{};
     unsigned char* head = nullptr;  // pinned: the frame's head comes down with its receive
 
-    mutable std::mutex mutex;  // comm, sends, aborted
+    static constexpr std::size_t max_inbox = 64;
+
+    mutable std::mutex mutex;  // comm, sends, aborted, inbox, the clocks
+    std::mutex send_mutex;     // the control link's sending direction
     std::condition_variable cv;
+    std::deque<std::vector<std::byte>> inbox;  // protocol messages read during a credit wait
+    clock::time_point credit_since{};
+    bool credit_wait = false;  // send_device is waiting for the peer's receive credit
     std::deque<in_flight> sends;
     std::vector<cudaEvent_t> spare_events;
     clock::time_point progress{};
