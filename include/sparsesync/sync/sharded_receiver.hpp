@@ -14,8 +14,10 @@
 #include <sparsesync/core/shard.hpp>
 #include <sparsesync/sync/receiver.hpp>
 
+#include <exception>
 #include <memory>
 #include <shared_mutex>
+#include <thread>
 #include <vector>
 
 SPARSESYNC_NS_BEGIN
@@ -66,16 +68,28 @@ class sharded_receiver {
   std::optional<sharded_version> next() {
     const auto start = clock::now();
     std::vector<std::optional<typename shard_receiver::pending_version>> pending(rx_.size());
-    std::size_t closed = 0;
-    try {
-      for (std::size_t i = 0; i < rx_.size(); ++i) {
+    // Each shard on a thread of its own: the ranks send at once, and a worker that took them one after the other
+    // would make every rank wait for the ranks before it (its frames wait for their receive).
+    std::vector<std::exception_ptr> failed(rx_.size());
+    const auto take = [&](std::size_t i) {
+      try {
         pending[i] = rx_[i]->receive();
-        if (!pending[i]) ++closed;
+      } catch (...) {
+        failed[i] = std::current_exception();
       }
-    } catch (...) {
-      refuse_all(pending, {errc::io, "another shard's link failed"});
-      throw;
+    };
+    {
+      std::vector<std::jthread> others;
+      for (std::size_t i = 1; i < rx_.size(); ++i) others.emplace_back(take, i);
+      if (!rx_.empty()) take(0);
     }
+    for (const auto& f : failed)
+      if (f) {
+        refuse_all(pending, {errc::io, "another shard's link failed"});
+        std::rethrow_exception(f);
+      }
+    std::size_t closed = 0;
+    for (const auto& p : pending) closed += !p;
     if (closed == rx_.size()) return std::nullopt;
     if (closed) {
       refuse_all(pending, {errc::io, "another shard's sender closed"});
