@@ -337,6 +337,7 @@ class nccl_link {
     void receive(void* dst, std::size_t bytes, cudaStream_t after, std::span<unsigned char> out_head) {
       if (out_head.size() > max_device_frame_head || out_head.size() > bytes)
         throw transport_error(transport_errc::invalid_argument, "nccl_link: the head to copy exceeds the frame or 256 bytes");
+      ncclResult_t posted = ncclSuccess;
       {
         std::lock_guard lock(mutex);
         throw_if_aborted_locked();
@@ -345,25 +346,46 @@ class nccl_link {
           detail::check_cuda(cudaEventRecord(after_event, after), "cudaEventRecord");
           detail::check_cuda(cudaStreamWaitEvent(stream, after_event, 0), "cudaStreamWaitEvent");
         }
-        enqueued_locked(ncclRecv(dst, bytes, ncclUint8, peer, comm, stream), "ncclRecv");
-        if (!out_head.empty())
-          detail::check_cuda(cudaMemcpyAsync(head, dst, out_head.size(), cudaMemcpyDeviceToHost, stream), "copy frame head");
-        detail::check_cuda(cudaEventRecord(recv_done, stream), "cudaEventRecord");
+        posted = ncclRecv(dst, bytes, ncclUint8, peer, comm, stream);
+        if (posted != ncclSuccess && posted != ncclInProgress) {
+          abort_locked(std::string("ncclRecv: ") + ncclGetErrorString(posted));
+          detail::check_nccl(posted, "ncclRecv");
+        }
         receiving = true;
         receive_since = clock::now();
         if (!watchdog.joinable()) watchdog = std::thread([this] { watch(); });
         cv.notify_all();
       }
-      // The receive is enqueued: the trainer may now enqueue its send.
+      const auto fail = [&](transport_errc code, const std::string& what) {
+        std::lock_guard lock(mutex);
+        receiving = false;
+        abort_locked(what);
+        throw transport_error(code, "nccl_link: " + what);
+      };
+      // The receive is posted: the trainer may enqueue its send. The credit goes before our enqueue has settled:
+      // NCCL connects a pair on its first transfer, which needs the trainer's send as much as this receive.
       try {
         const auto credit = detail::encode_device_credit(bytes);
         send_control(credit);
       } catch (const std::exception& e) {
-        abort(std::string("sending a receive credit: ") + e.what());
-        cudaEventSynchronize(recv_done);  // the abort ended the receive
+        fail(transport_errc::connection_closed, std::string("sending a receive credit: ") + e.what());
+      }
+      try {
+        std::lock_guard lock(mutex);
+        throw_if_aborted_locked();
+        on_device guard(device);
+        if (posted == ncclInProgress) {
+          ++stats.deferred_calls;
+          settle_locked("ncclRecv");
+        }
+        if (!out_head.empty())
+          detail::check_cuda(cudaMemcpyAsync(head, dst, out_head.size(), cudaMemcpyDeviceToHost, stream), "copy frame head");
+        detail::check_cuda(cudaEventRecord(recv_done, stream), "cudaEventRecord");
+      } catch (...) {
         std::lock_guard lock(mutex);
         receiving = false;
-        throw transport_error(transport_errc::connection_closed, std::string("nccl_link: sending a receive credit: ") + e.what());
+        abort_locked("the receive failed to enqueue");
+        throw;
       }
       // Sleeps until the frame is there; the watchdog aborts the communicator (which ends the receive) when it
       // has not come within the timeout.
