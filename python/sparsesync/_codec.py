@@ -1,7 +1,8 @@
-"""diff / apply / inspect / checksum: the codec of the C++ library on arrays in host memory.
+"""diff / apply / inspect / checksum: the codec of the C++ library on arrays in host or GPU memory.
 
-Arrays are used in place, never copied: numpy arrays, CPU torch tensors, or anything else that speaks the
-buffer protocol or DLPack, C-contiguous, of the layout's shapes. Elements are bit patterns: an unsigned
+Arrays are used in place, never copied: numpy arrays, torch tensors (CPU or CUDA), cupy arrays, or anything else
+that speaks the buffer protocol or DLPack, C-contiguous, of the layout's shapes. Tensors on a GPU (all of one
+call on one GPU) are encoded and applied there by the GPU codec, which makes the same patches as the host's. Elements are bit patterns: an unsigned
 integer array of the element's width always fits (uint16 for bf16 and f16, uint32 for f32, uint8 for the
 float8 types); a float array fits only where it is that very format (float16 for f16, bfloat16 for bf16).
 The GIL is released while the library works.
@@ -45,8 +46,8 @@ def _layout(layout: Any) -> Layout:
 
 
 def diff(layout: Any, base: Optional[Any], new: Any, encoder: str = "auto", values: str = "ulp", *,
-         base_version: int = 0, target_version: int = 1, bucket_bytes: int = _core.default_bucket_bytes,
-         chunk_log2: int = _core.default_chunk_log2) -> Patch:
+         base_version: int = 0, target_version: int = 1, bucket_bytes: Optional[int] = None,
+         chunk_log2: int = _core.default_chunk_log2, stream: Any = None) -> Patch:
     """Encodes the change from ``base`` to ``new`` as a patch.
 
     ``base`` and ``new`` hold the tensors of ``layout``: sequences in layout order, or mappings by name.
@@ -55,15 +56,30 @@ def diff(layout: Any, base: Optional[Any], new: Any, encoder: str = "auto", valu
     ``"absolute"``. ``bucket_bytes`` and ``chunk_log2`` are the CLI's ``--bucket-bytes`` and ``--chunk-log2``;
     the versions are stored in the header for the receiver's bookkeeping.
     Raises :class:`InvalidArgument` when the arrays do not match the layout.
+
+    Tensors on a GPU are compared there, after the work queued on ``stream`` (default: their producer's current
+    stream), by the GPU encoder named (``"auto"`` is ``"rice"`` there; ``bucket_bytes`` defaults to
+    ``device_bucket_bytes``); it holds a copy of ``base`` in GPU memory while it runs. The patch is byte for byte
+    the host codec's with that encoder (a full transfer, ``base=None``, is bitmap-coded, as the engine sends it).
     """
     layout = _layout(layout)
     base_arrays = None if base is None else layout.order(base)
-    patch = _core.diff(layout._native, base_arrays, layout.order(new), encoder, values, base_version, target_version,
+    new_arrays = layout.order(new)
+    if _on_gpu(new_arrays if base_arrays is None else [*new_arrays, *base_arrays]):
+        if bucket_bytes is None:
+            bucket_bytes = _core.device_bucket_bytes
+        from ._net import _stream_handle  # noqa: PLC0415
+        return Patch(_core.cuda_diff(layout._native, base_arrays, new_arrays, encoder, values, base_version, target_version,
+                                     bucket_bytes, chunk_log2, _stream_handle(stream, new_arrays)))
+    if bucket_bytes is None:
+        bucket_bytes = _core.default_bucket_bytes
+    patch = _core.diff(layout._native, base_arrays, new_arrays, encoder, values, base_version, target_version,
                        bucket_bytes, chunk_log2)
     return Patch(patch)
 
 
-def apply(layout: Any, patch: BytesLike, tensors: Any, *, known_base_checksum: Optional[int] = None) -> dict[str, int]:
+def apply(layout: Any, patch: BytesLike, tensors: Any, *, known_base_checksum: Optional[int] = None,
+          stream: Any = None) -> dict[str, int]:
     """Applies ``patch`` to ``tensors`` in place: the caller's own memory is written, nothing is copied.
 
     Everything is verified first (structure, checksums, that ``tensors`` hold the patch's base, that the
@@ -71,9 +87,17 @@ def apply(layout: Any, patch: BytesLike, tensors: Any, *, known_base_checksum: O
     left untouched, byte for byte. ``known_base_checksum`` (the ``target_checksum`` of the last patch applied)
     skips rereading the whole model to prove the base. Returns a report: ``numel``, ``changed``, ``buckets``,
     ``base_checksum``, ``target_checksum``, ``base_version``, ``target_version``.
+
+    Tensors on a GPU are verified and written there (atomic: every bucket is verified before the first write),
+    after the work queued on ``stream`` (default: their producer's current stream) and before the work queued
+    there later; memory beside them is proportional to the patch, not the model.
     """
     layout = _layout(layout)
-    return _core.apply(layout._native, patch, layout.order(tensors), known_base_checksum)
+    arrays = layout.order(tensors)
+    if _on_gpu(arrays):
+        from ._net import _stream_handle  # noqa: PLC0415
+        return _core.cuda_apply(layout._native, patch, arrays, known_base_checksum, _stream_handle(stream, arrays))
+    return _core.apply(layout._native, patch, arrays, known_base_checksum)
 
 
 def inspect(patch: BytesLike) -> dict[str, Any]:
@@ -101,13 +125,21 @@ def checksum(layout: Any, tensors: Any, *, stream: Any = None) -> int:
     """
     layout = _layout(layout)
     arrays = layout.order(tensors)
-    from ._net import _placement, _stream_handle  # noqa: PLC0415 (the endpoints' placement rules)
-    if _placement(arrays) is not None:
-        if not getattr(_core, "has_cuda", False):
-            from ._errors import InvalidArgument
-            raise InvalidArgument("tensors on a GPU: this build of sparsesync has no CUDA support (built without nvcc)")
+    if _on_gpu(arrays):
+        from ._net import _stream_handle  # noqa: PLC0415
         return _core.cuda_checksum(layout._native, arrays, _stream_handle(stream, arrays))
     return _core.checksum(layout._native, arrays)
+
+
+def _on_gpu(arrays: Sequence[Any]) -> bool:
+    """True when the arrays live on a GPU (the endpoints' placement rules); raises where this build has no CUDA."""
+    from ._net import _placement  # noqa: PLC0415 (the endpoints' placement rules)
+    if _placement(arrays) is None:
+        return False
+    if not getattr(_core, "has_cuda", False):
+        from ._errors import InvalidArgument
+        raise InvalidArgument("tensors on a GPU: this build of sparsesync has no CUDA support (built without nvcc)")
+    return True
 
 
 def layout_of_patch(patch: BytesLike) -> Layout:

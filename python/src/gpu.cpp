@@ -49,6 +49,7 @@ void bind_gpu(nb::module_& m) {
     return cudaGetDeviceCount(&n) == cudaSuccess ? n : 0;
   });
   m.def("cuda_checksum", &cuda_checksum, nb::arg("layout"), nb::arg("tensors"), nb::arg("stream"));
+  bind_gpu_codec(m);
   bind_endpoints<cuda_place<tcp_frames>>(m, "CudaPublisher", "CudaSubscriber");
 }
 

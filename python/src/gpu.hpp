@@ -6,4 +6,6 @@
 
 namespace sparsesync::python {
 void bind_gpu(nanobind::module_& m);
+// diff and apply on CUDA tensors (gpu_codec.cpp), registered by bind_gpu.
+void bind_gpu_codec(nanobind::module_& m);
 }
