@@ -6,6 +6,7 @@
 #include <sparsesync/cuda/detail/advance_base.cuh>
 #include <sparsesync/cuda/detail/detect.cuh>
 #include <sparsesync/cuda/detail/encode_kernels.cuh>
+#include <sparsesync/cuda/detail/entropy_plan.cuh>
 #include <sparsesync/cuda/detail/scan.cuh>
 #include <sparsesync/cuda/types.cuh>
 
@@ -29,6 +30,7 @@ struct encode_layout {
   std::uint64_t* scan_partials = nullptr;
   resolved_segment* resolved = nullptr;
   std::uint32_t* aux = nullptr;  // entropy only: a word per change slot
+  entropy_plan_scratch ent;      // entropy only: group headers, sorted gaps and value codes per chunk
   void* old = nullptr;           // advance_base only: the old bits of each change slot
   std::size_t bytes = 0;
 };
@@ -54,7 +56,14 @@ encode_layout carve_encode(void* d_temp, const device_bucket& b, const encode_co
   l.chunk_off = t.take<std::uint64_t>(l.chunk_count);
   l.scan_partials = t.take<std::uint64_t>(scan_partials_words);
   l.resolved = t.take<resolved_segment>(b.segment_count);
-  l.aux = t.take<std::uint32_t>(cfg.encoder == encoder_id::entropy ? cfg.max_changes : 0);
+  const bool ent = cfg.encoder == encoder_id::entropy;
+  l.aux = t.take<std::uint32_t>(ent ? cfg.max_changes : 0);
+  const unsigned classes = l.w == 1 ? entropy_params::class_count<std::uint8_t> : entropy_params::class_count<std::uint16_t>;
+  l.ent.groups = t.take<std::uint64_t>(ent ? l.chunk_count * classes : 0);
+  l.ent.region = t.take<std::uint64_t>(ent ? cfg.max_changes : 0);
+  l.ent.region_at = t.take<std::uint64_t>(ent ? l.chunk_count : 0);
+  l.ent.group_count = t.take<std::uint32_t>(ent ? l.chunk_count : 0);
+  l.ent.region_next = t.take<unsigned long long>(ent ? 1 : 0);
   l.old = t.take<unsigned char>(cfg.advance_base ? cfg.max_changes * l.w : 0);
   l.bytes = t.bytes();
   return l;
@@ -73,7 +82,7 @@ inline bool valid_config(const device_bucket& b, const encode_config& cfg) {
 }
 
 // raw_index32, delta_varint and bitmap are written a warp per chunk; rice and entropy (sequential bit codes) a
-// thread per chunk.
+// thread per chunk (entropy's size pass is a warp per chunk: entropy_plan.cuh).
 inline bool warp_encoder(encoder_id e) { return e != encoder_id::rice && e != encoder_id::entropy; }
 
 struct sum_loader {
@@ -94,6 +103,10 @@ cudaError_t encode_detect(const encode_layout& l, const device_bucket& b, const 
   chunk_pass_params cp{b.numel,       static_cast<std::uint32_t>(l.chunk_count), cfg.log2_chunk, l.tile_log2, l.num_tiles, cfg.encoder,
                        cfg.mode,      l.pos, l.val, l.tile_off, l.tile_cnt, cfg.max_changes, l.plans, l.chunk_bytes, l.chunk_off,
                        l.ctr,         nullptr, 0, b.segment_count, l.resolved, l.aux};
+  if (cfg.encoder == encoder_id::entropy) {
+    if (l.chunk_count > 0x7FFFFFFFull) return cudaErrorInvalidValue;
+    SPARSESYNC_CUDA_TRY(cudaMemsetAsync(l.ent.region_next, 0, sizeof(unsigned long long), stream));
+  }
   const unsigned grid = static_cast<unsigned>(l.num_tiles);
   const unsigned chunk_grid = static_cast<unsigned>((l.chunk_count + P::chunk_threads - 1) / P::chunk_threads);
   const unsigned warp_grid = static_cast<unsigned>((l.chunk_count * 32 + P::chunk_threads - 1) / P::chunk_threads);
@@ -108,7 +121,7 @@ cudaError_t encode_detect(const encode_layout& l, const device_bucket& b, const 
     if (warp_encoder(cfg.encoder))
       warp_size_kernel<W, P><<<warp_grid, P::chunk_threads, 0, stream>>>(cp);
     else if (cfg.encoder == encoder_id::entropy)
-      chunk_size_kernel<W, P, true><<<chunk_grid, P::chunk_threads, 0, stream>>>(cp);
+      entropy_plan_kernel<W, P><<<static_cast<unsigned>(l.chunk_count), 32, 0, stream>>>(cp, l.ent);
     else
       chunk_size_kernel<W, P><<<chunk_grid, P::chunk_threads, 0, stream>>>(cp);
     SPARSESYNC_CUDA_LAUNCH_CHECK(stream);
@@ -140,7 +153,7 @@ cudaError_t encode_write(const encode_layout& l, const device_bucket& b, unsigne
     if (warp_encoder(cfg.encoder))
       warp_write_kernel<W, P><<<warp_grid, P::chunk_threads, 0, stream>>>(cp);
     else if (cfg.encoder == encoder_id::entropy)
-      chunk_write_kernel<W, P, true><<<chunk_grid, P::chunk_threads, 0, stream>>>(cp);
+      entropy_write_kernel<W, P><<<chunk_grid, P::chunk_threads, 0, stream>>>(cp, l.ent);
     else
       chunk_write_kernel<W, P><<<chunk_grid, P::chunk_threads, 0, stream>>>(cp);
     SPARSESYNC_CUDA_LAUNCH_CHECK(stream);

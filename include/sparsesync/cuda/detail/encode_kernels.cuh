@@ -1,5 +1,5 @@
 // The GPU encoder's kernels after change detection (detect.cuh): per-chunk size and write passes (a warp per
-// chunk for the byte-aligned encoders, a thread per chunk for rice and entropy) and the finalize pass that writes the
+// chunk for the byte-aligned encoders, a thread per chunk for rice, entropy_plan.cuh for entropy) and the finalize pass that writes the
 // segment table and the bucket header. The pipeline is described in cuda/encode.cuh; launched by
 // dispatch_encode.cuh.
 #pragma once
@@ -150,14 +150,7 @@ SPARSESYNC_DEVICE std::uint32_t chunk_numel(std::uint64_t numel, unsigned log2_c
   return static_cast<std::uint32_t>(numel - first < size ? numel - first : size);
 }
 
-template <class W>
-SPARSESYNC_DEVICE base_walker<W> chunk_base(const chunk_pass_params& p, std::uint32_t c) {
-  return base_walker<W>(p.segs, p.segment_count, std::uint64_t{c} << p.log2_chunk);
-}
-
-// Entropy: the thread-per-chunk passes with entropy_codec.cuh's functions (their per-group tables kept out of
-// rice's kernels).
-template <class W, class P, bool Entropy = false>
+template <class W, class P>
 SPARSESYNC_KERNEL void __launch_bounds__(P::chunk_threads) chunk_size_kernel(chunk_pass_params p) {
   const std::uint32_t c = blockIdx.x * blockDim.x + threadIdx.x;
   if (c >= p.chunk_count || p.ctr->allocated > p.capacity) return;
@@ -165,11 +158,7 @@ SPARSESYNC_KERNEL void __launch_bounds__(P::chunk_threads) chunk_size_kernel(chu
   std::uint32_t n = 0;
   for (std::uint64_t t = src.t0; t < src.t1; ++t) n += p.tile_cnt[t];
   chunk_plan plan;
-  const std::uint32_t numel_c = chunk_numel(p.numel, p.log2_chunk, c);
-  if constexpr (Entropy)
-    p.chunk_bytes[c] = entropy_chunk_size<W>(p.mode, numel_c, n, src, chunk_base<W>(p, c), p.aux, plan);
-  else
-    p.chunk_bytes[c] = chunk_data_size<W>(p.enc, p.mode, numel_c, n, src, plan);
+  p.chunk_bytes[c] = chunk_data_size<W>(p.enc, p.mode, chunk_numel(p.numel, p.log2_chunk, c), n, src, plan);
   p.plans[c] = plan;
   if (n) atomicAdd(reinterpret_cast<unsigned long long*>(p.ctr->changed + c % hash_slots), static_cast<unsigned long long>(n));
 }
@@ -178,7 +167,7 @@ SPARSESYNC_HD std::uint64_t frame_bytes_of(std::uint32_t segments, std::uint32_t
   return bucket_header_bytes + segment_entry_bytes * std::uint64_t{segments} + chunk_entry_bytes * std::uint64_t{chunks} + data;
 }
 
-template <class W, class P, bool Entropy = false>
+template <class W, class P>
 SPARSESYNC_KERNEL void __launch_bounds__(P::chunk_threads) chunk_write_kernel(chunk_pass_params p) {
   const std::uint32_t c = blockIdx.x * blockDim.x + threadIdx.x;
   if (c >= p.chunk_count || p.ctr->allocated > p.capacity) return;
@@ -193,10 +182,7 @@ SPARSESYNC_KERNEL void __launch_bounds__(P::chunk_threads) chunk_write_kernel(ch
   if (plan.changes) {
     const auto src = chunk_source<W>(p, c);
     chunk_writer<true, true> w(data + p.chunk_off[c], bytes, c, entry);
-    if constexpr (Entropy)
-      entropy_chunk_write<W>(p.mode, chunk_numel(p.numel, p.log2_chunk, c), plan, src, chunk_base<W>(p, c), p.aux, w);
-    else
-      encode_chunk<W>(p.enc, p.mode, chunk_numel(p.numel, p.log2_chunk, c), plan, src, w);
+    encode_chunk<W>(p.enc, p.mode, chunk_numel(p.numel, p.log2_chunk, c), plan, src, w);
     if (!w.finish()) atomicExch(&p.ctr->error, 1);
     digest = w.digest();
   } else {

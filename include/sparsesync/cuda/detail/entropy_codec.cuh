@@ -1,13 +1,13 @@
-// The device twin of codec/entropy.hpp (the specification; FORMAT.md 3.4.1): one chunk encoded or decoded
-// by one thread, as rice is. The classes come from the chunk's base elements, read through the resolved
+// The device twin of codec/entropy.hpp (the specification; FORMAT.md 3.4.1): one chunk decoded by one
+// thread, as rice is (the encoder's size pass is a warp per chunk: entropy_plan.cuh). The classes come from the chunk's base elements, read through the resolved
 // segments: on encode the base tensors, on apply the receiver's weights before anything is written (the decode
 // passes run before the commit pass; a rollback cannot re-decode an entropy bucket, whose classes the commit
 // changed, so such buckets keep their verify staging: plan.cuh).
 //
-// Per chunk the thread keeps ~3 KB of per-group tables in local memory, so these functions live in their own
-// kernels (encode_kernels.cuh, apply_kernels.cuh) and do not weigh on rice's. Each change's (group, rank) is
-// kept beside it in scratch (the encoder's aux array; the apply's staging slot, 8 + 24 bits), and each
-// group's parameters are fitted by a pass over the chunk's changes: O(groups x changes) per chunk.
+// Per chunk the decoding thread keeps ~3 KB of per-group tables in local memory, so these functions live in
+// their own kernel (apply_kernels.cuh) and do not weigh on rice's. Each change's (group, rank) is kept beside
+// it in scratch (the apply's staging slot, 8 + 24 bits), and each group's parameters are checked by a pass
+// over the chunk's changes: O(groups x changes) per chunk.
 #pragma once
 
 #include <sparsesync/codec/entropy_params.hpp>
@@ -196,101 +196,7 @@ SPARSESYNC_DEVICE void entropy_fit(const entropy_dev_groups& g, value_mode mode,
 
 SPARSESYNC_DEVICE std::uint64_t entropy_class_bytes(std::uint64_t bits) { return 1 + (bits + 7) / 8; }
 
-// ---- encode ----
-// `src`: for_each(f(pos, coded value)) and for_each_slot(f(pos, coded value, slot)) over the chunk's changes in
-// order; `aux`: a u32 per slot.
-
-template <class W, class Src>
-struct entropy_ranked_source {
-  const Src& src;
-  const std::uint32_t* aux;
-  template <class F>
-  SPARSESYNC_DEVICE void for_each(F&& f) const {
-    src.for_each_slot([&](std::uint32_t, W v, std::uint64_t slot) {
-      const std::uint32_t a = aux[slot];
-      f(a >> entropy_rank_bits, a & entropy_rank_mask, v);
-    });
-  }
-};
-
-template <class Src>
-struct entropy_slot_positions {
-  const Src& src;
-  template <class F>
-  SPARSESYNC_DEVICE void for_each(F&& f) const {
-    src.for_each_slot([&](std::uint32_t pos, auto, std::uint64_t slot) { f(pos, slot); });
-  }
-};
-
-// Size of a chunk's entropy data (n > 0); plan gets rice's parameters and, in values_at, the tag. Fills aux.
-template <class W, class Src>
-SPARSESYNC_DEVICE std::uint64_t entropy_chunk_size(value_mode mode, std::uint32_t numel, std::uint32_t n, const Src& src,
-                                                   const base_walker<W>& base, std::uint32_t* aux, chunk_plan& plan) {
-  Src rice_src = src;
-  const std::uint64_t rice_bytes = chunk_data_size<W>(encoder_id::rice, mode, numel, n, rice_src, plan);
-  plan.values_at = entropy_params::tag_rice;
-  if (n == 0) return 0;
-  entropy_dev_groups g;
-  entropy_make_groups<W>(g, base, numel);
-  entropy_rank_changes<W>(g, base, entropy_slot_positions<Src>{src}, [&](std::uint64_t slot, std::uint32_t a) { aux[slot] = a; });
-  entropy_dev_fit f;
-  entropy_fit<W>(g, mode, n, entropy_ranked_source<W, Src>{src, aux}, f);
-  // The class body only where it is strictly smaller (ties keep rice's data).
-  if (entropy_class_bytes(f.bits) < 1 + rice_bytes) {
-    plan.values_at = entropy_params::tag_classes;
-    return entropy_class_bytes(f.bits);
-  }
-  return 1 + rice_bytes;
-}
-
-// Writes a chunk's entropy data (n > 0) after entropy_chunk_size filled aux and the plan.
-template <class W, class Writer, class Src>
-SPARSESYNC_DEVICE void entropy_chunk_write(value_mode mode, std::uint32_t numel, const chunk_plan& plan, const Src& src,
-                                           const base_walker<W>& base, const std::uint32_t* aux, Writer& w) {
-  constexpr unsigned wbits = 8 * sizeof(W);
-  if (plan.values_at == entropy_params::tag_rice) {
-    w.put(entropy_params::tag_rice, 8);
-    Src rice_src = src;
-    encode_chunk<W>(encoder_id::rice, mode, numel, plan, rice_src, w);
-    return;
-  }
-  w.put(entropy_params::tag_classes, 8);
-  entropy_dev_groups g;
-  entropy_make_groups<W>(g, base, numel);
-  const entropy_ranked_source<W, Src> ranked{src, aux};
-  entropy_dev_fit f;
-  entropy_fit<W>(g, mode, plan.changes, ranked, f);
-  const bool ulp = mode == value_mode::ulp;
-  std::uint32_t remaining = plan.changes;
-  for (unsigned gi = 0; gi < g.count; ++gi) {
-    const std::uint32_t n = g.size[gi], c = f.changes[gi];
-    if (gi + 1 < g.count) w.put(c, entropy_params::count_bits(n, remaining));
-    remaining -= c;
-    if (c > 0 && c < n) w.put(f.k_gap[gi], entropy_params::gap_k_bits(n));
-    if (c > 0 && ulp) {
-      w.put((std::uint64_t{1} << f.k_val[gi]) - 1, f.k_val[gi]);
-      if (f.k_val[gi] < wbits - 1) w.put(0, 1);
-    }
-  }
-  for (unsigned gi = 0; gi < g.count; ++gi) {
-    const std::uint32_t n = g.size[gi], c = f.changes[gi];
-    if (c == 0 || c == n) continue;
-    const unsigned raw = entropy_params::gap_raw_bits(n);
-    const unsigned k = f.k_gap[gi];
-    std::uint32_t next = 0;
-    ranked.for_each([&](unsigned grp, std::uint32_t rank, W) {
-      if (grp != gi) return;
-      rice_put(w, rank - next, k, raw);
-      next = rank + 1;
-    });
-  }
-  ranked.for_each([&](unsigned grp, std::uint32_t, W v) {
-    if (ulp)
-      rice_put(w, static_cast<std::uint32_t>(zigzag<W>(v)) - 1u, f.k_val[grp], wbits);
-    else
-      w.put(v, wbits);
-  });
-}
+// ---- encode: entropy_plan.cuh (a warp per chunk) ----
 
 // ---- decode ----
 

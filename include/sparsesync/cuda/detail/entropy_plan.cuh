@@ -1,0 +1,483 @@
+// The GPU entropy encoder's size pass, a warp per chunk (the bytes are FORMAT.md 3.4.1's, as the host codec
+// writes them). Each lane walks a contiguous 1/32 of the chunk's base with lane-private counters in shared
+// memory (no atomics, no bank conflicts: lane L owns column L), twice: once for the class histogram (which
+// gives the groups), once to give each change its rank among its group's elements on the lane's own range.
+// A warp scan of the counters turns those into ranks in the chunk. The changes are then counting-sorted by
+// group (stable: position order inside a group) into a per-chunk region of (gap, value code) words, each
+// group's parameters fitted by the warp over its region (costs reduced across lanes), and rice's size for
+// the same changes found in the same way. The write pass (a thread per chunk) only streams the region, the
+// fitted parameters and the values: no base read, no search.
+#pragma once
+
+#include <sparsesync/codec/entropy_params.hpp>
+#include <sparsesync/codec/rice_params.hpp>
+#include <sparsesync/cuda/detail/detect.cuh>
+#include <sparsesync/cuda/detail/encode_kernels.cuh>
+#include <sparsesync/cuda/detail/entropy_codec.cuh>
+#include <sparsesync/cuda/detail/warp_decode.cuh>
+
+SPARSESYNC_NS_BEGIN
+namespace cuda {
+namespace detail {
+
+// A group's fitted header in one word: size (25 bits: up to 2^24), changes (25), k_gap (5), k_val (5).
+SPARSESYNC_HD std::uint64_t entropy_pack_group(std::uint32_t size, std::uint32_t changes, unsigned k_gap, unsigned k_val) {
+  return std::uint64_t{size} | (std::uint64_t{changes} << 25) | (std::uint64_t{k_gap} << 50) | (std::uint64_t{k_val} << 55);
+}
+SPARSESYNC_HD std::uint32_t entropy_group_size(std::uint64_t e) { return static_cast<std::uint32_t>(e & 0x1FFFFFFu); }
+SPARSESYNC_HD std::uint32_t entropy_group_changes(std::uint64_t e) { return static_cast<std::uint32_t>((e >> 25) & 0x1FFFFFFu); }
+SPARSESYNC_HD unsigned entropy_group_k_gap(std::uint64_t e) { return static_cast<unsigned>((e >> 50) & 31u); }
+SPARSESYNC_HD unsigned entropy_group_k_val(std::uint64_t e) { return static_cast<unsigned>((e >> 55) & 31u); }
+
+// What the size pass leaves for the write pass, per chunk.
+struct entropy_plan_scratch {
+  std::uint64_t* groups = nullptr;     // chunk c's group headers at [c * class_count, + G)
+  std::uint64_t* region = nullptr;     // per change: gap | value code << 32, chunk by chunk in group order
+  std::uint64_t* region_at = nullptr;  // per chunk: its first region word
+  std::uint32_t* group_count = nullptr;  // per chunk: G
+  unsigned long long* region_next = nullptr;  // allocation cursor (zeroed before the size pass)
+};
+
+template <class W>
+struct entropy_warp_smem {
+  static constexpr unsigned K = entropy_params::class_count<W>;
+  std::uint32_t cnt[K * 32];  // lane-private counters, [class or group][lane]; then exclusive prefixes over lanes
+  std::uint32_t size[K];      // class histogram, then group sizes
+  std::uint32_t changes[K];   // per group
+  std::uint32_t cursor[K];    // per group: next region slot (chunk-relative); after the scatter, its end
+  std::uint32_t next_rank[K];  // per group: rank after its last placed change
+  std::uint8_t of_class[K];
+};
+
+// Calls f(i, bits) for the chunk's base elements i in [lo, hi) in order (one lane's range).
+template <class W, class F>
+SPARSESYNC_DEVICE void entropy_lane_walk(const W* fast, const resolved_segment* segs, std::uint32_t segment_count, std::uint64_t first,
+                                         std::uint32_t lo, std::uint32_t hi, F&& f) {
+  constexpr unsigned V = 16 / sizeof(W);
+  if (fast != nullptr) {
+    std::uint32_t i = lo;
+    // Four vectors in flight per lane: the walk is bound by memory latency, with few warps per SM.
+    for (; i + 4 * V <= hi; i += 4 * V) {
+      uint4 v[4];
+#pragma unroll
+      for (unsigned u = 0; u < 4; ++u) v[u] = *reinterpret_cast<const uint4*>(fast + i + u * V);
+#pragma unroll
+      for (unsigned u = 0; u < 4; ++u)
+#pragma unroll
+        for (unsigned k = 0; k < V; ++k) f(i + u * V + k, vec_get<W>(v[u], static_cast<int>(k)));
+    }
+    for (; i < hi; ++i) f(i, fast[i]);
+  } else if (lo < hi) {
+    base_walker<W> b(segs, segment_count, first + lo);
+    for (std::uint32_t i = lo; i < hi; ++i) f(i, b.next());
+  }
+}
+
+// The chunk's changes with positions in [lo, hi), in order, one at a time (one lane's).
+template <class W>
+struct entropy_lane_changes {
+  const chunk_pass_params& p;
+  std::uint64_t t, t1, off;
+  std::uint32_t i, cnt, hi;
+  std::uint64_t t0;
+  std::uint32_t pos;  // next change's chunk-relative position, or hi when none is left
+
+  SPARSESYNC_DEVICE entropy_lane_changes(const chunk_pass_params& pp, std::uint64_t first_tile, std::uint64_t end_tile, std::uint32_t lo,
+                                         std::uint32_t hi_)
+      : p(pp), t1(end_tile), hi(hi_), t0(first_tile) {
+    t = t0 + (lo >> p.tile_log2);
+    i = 0;
+    cnt = 0;
+    off = 0;
+    pos = hi;
+    if (lo >= hi || t >= t1) return;
+    cnt = p.tile_cnt[t];
+    off = p.tile_off[t];
+    // First change at or after lo in its tile: a binary search of the tile's sorted positions.
+    const std::uint32_t tb = static_cast<std::uint32_t>(t - t0) << p.tile_log2;
+    std::uint32_t a = 0, b = cnt;
+    while (a < b) {
+      const std::uint32_t m = (a + b) / 2;
+      if (tb + p.pos[off + m] < lo)
+        a = m + 1;
+      else
+        b = m;
+    }
+    i = a;
+    settle();
+  }
+
+  SPARSESYNC_DEVICE std::uint64_t slot() const { return off + i; }
+  SPARSESYNC_DEVICE void advance() {
+    ++i;
+    settle();
+  }
+
+ private:
+  SPARSESYNC_DEVICE void settle() {
+    while (i >= cnt) {
+      ++t;
+      if (t >= t1 || (static_cast<std::uint32_t>(t - t0) << p.tile_log2) >= hi) {
+        pos = hi;
+        return;
+      }
+      cnt = p.tile_cnt[t];
+      off = p.tile_off[t];
+      i = 0;
+    }
+    const std::uint32_t q = (static_cast<std::uint32_t>(t - t0) << p.tile_log2) + p.pos[off + i];
+    pos = q < hi ? q : hi;
+  }
+};
+
+// f(act, pos, slot) on all lanes for each group of 32 consecutive changes of the chunk.
+template <class F>
+SPARSESYNC_DEVICE void entropy_warp_changes(const chunk_pass_params& p, std::uint64_t t0, std::uint64_t t1, F&& f) {
+  const unsigned lane = lane_id();
+  for (std::uint64_t t = t0; t < t1; ++t) {
+    const std::uint32_t cnt = p.tile_cnt[t];
+    if (cnt == 0) continue;
+    const std::uint64_t off = p.tile_off[t];
+    const std::uint32_t base = static_cast<std::uint32_t>(t - t0) << p.tile_log2;
+    for (std::uint32_t i0 = 0; i0 < cnt; i0 += 32) {
+      const std::uint32_t i = i0 + lane;
+      const bool act = i < cnt;
+      f(act, act ? base + p.pos[off + i] : 0u, off + i);
+    }
+  }
+}
+
+// A sum over the warp (one instruction from sm_80 on).
+SPARSESYNC_DEVICE std::uint32_t entropy_warp_add(std::uint32_t v) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  return __reduce_add_sync(full_warp, v);
+#else
+  for (unsigned o = 16; o > 0; o /= 2) v += __shfl_xor_sync(full_warp, v, o);
+  return v;
+#endif
+}
+
+// The k in [0, max_k] with the fewest bits (ties to the smaller), from per-lane cost sums reduced over the warp.
+template <unsigned N>
+SPARSESYNC_DEVICE unsigned entropy_warp_best(const std::uint32_t (&c)[N], unsigned max_k, std::uint32_t& cost) {
+  unsigned best = 0;
+  cost = entropy_warp_add(c[0]);
+#pragma unroll
+  for (unsigned k = 1; k < N; ++k) {
+    const std::uint32_t t = entropy_warp_add(c[k]);
+    if (k <= max_k && t < cost) {
+      cost = t;
+      best = k;
+    }
+  }
+  return best;
+}
+
+template <class W, class P>
+SPARSESYNC_KERNEL void __launch_bounds__(32) entropy_plan_kernel(chunk_pass_params p, entropy_plan_scratch e) {
+  constexpr unsigned K = entropy_params::class_count<W>;
+  constexpr unsigned V = 16 / sizeof(W);
+  constexpr unsigned wbits = 8 * sizeof(W);
+  __shared__ entropy_warp_smem<W> s;
+  const std::uint32_t c = blockIdx.x;
+  const unsigned lane = lane_id();
+  if (c >= p.chunk_count || p.ctr->allocated > p.capacity) return;
+  const std::uint64_t per = std::uint64_t{1} << (p.log2_chunk - p.tile_log2);
+  const std::uint64_t t0 = c * per;
+  const std::uint64_t t1 = t0 + per < p.num_tiles ? t0 + per : p.num_tiles;
+  std::uint32_t n = 0;
+  for (std::uint64_t t = t0 + lane; t < t1; t += 32) n += p.tile_cnt[t];
+  n = entropy_warp_add(n);
+  const bool ulp = p.mode == value_mode::ulp;
+  if (n == 0) {
+    if (lane == 0) {
+      p.plans[c] = chunk_plan{0, 0, 0, entropy_params::tag_rice};
+      p.chunk_bytes[c] = 0;
+    }
+    return;
+  }
+  const std::uint32_t numel_c = chunk_numel(p.numel, p.log2_chunk, c);
+  const std::uint64_t first = std::uint64_t{c} << p.log2_chunk;
+  // Lane ranges: whole vectors, so that a 16-byte aligned chunk stays aligned in every lane.
+  const std::uint32_t R = (numel_c + 32 * V - 1) / (32 * V) * V;
+  const std::uint32_t lo = lane * R < numel_c ? lane * R : numel_c;
+  const std::uint32_t hi = numel_c - lo < R ? numel_c : lo + R;
+  const W* fast = nullptr;
+  {
+    const resolved_segment& sg = p.segs[find_segment(p.segs, 0, p.segment_count, first)];
+    const W* bp = static_cast<const W*>(sg.a) + (first - sg.bucket_first);
+    if (first >= sg.bucket_first && first + numel_c <= sg.bucket_first + sg.count && (reinterpret_cast<std::uintptr_t>(bp) & 15u) == 0) fast = bp;
+  }
+
+  // 1. Class histogram.
+  for (unsigned x = 0; x < K; ++x) s.cnt[x * 32 + lane] = 0;
+  entropy_lane_walk<W>(fast, p.segs, p.segment_count, first, lo, hi,
+                       [&](std::uint32_t, W b) { ++s.cnt[entropy_params::class_of<W>(b) * 32 + lane]; });
+  for (unsigned x = 0; x < K; ++x) {
+    const std::uint32_t tot = entropy_warp_add(s.cnt[x * 32 + lane]);
+    if (lane == 0) s.size[x] = tot;
+  }
+  __syncwarp();
+  // 2. Groups (codec/entropy.hpp make_entropy_groups), by lane 0.
+  if (lane == 0) {
+    const std::uint32_t min_size = (numel_c >> entropy_params::group_shift) > 1 ? (numel_c >> entropy_params::group_shift) : 1u;
+    unsigned count = 0, open_from = 0;
+    std::uint32_t open = 0;
+    for (unsigned x = 0; x < K; ++x) {
+      const std::uint32_t sz = s.size[x];
+      if (sz == 0) continue;
+      if (open == 0) open_from = x;
+      s.of_class[x] = static_cast<std::uint8_t>(count);
+      open += sz;
+      if (open >= min_size) {
+        s.size[count++] = open;  // count <= x: a class count not yet read is never overwritten
+        open = 0;
+      }
+    }
+    if (open > 0) {
+      if (count == 0) {
+        s.size[count++] = open;
+      } else {
+        for (unsigned x = open_from; x < K; ++x) s.of_class[x] = static_cast<std::uint8_t>(count - 1);
+        s.size[count - 1] += open;
+      }
+    }
+    s.cursor[0] = count;  // (broadcast through shared memory)
+  }
+  __syncwarp();
+  const unsigned G = s.cursor[0];
+  __syncwarp();
+  // 3. Ranks on each lane's range: aux[slot] = group << 24 | rank among the lane's elements of the group.
+  for (unsigned g = 0; g < G; ++g) s.cnt[g * 32 + lane] = 0;
+  {
+    entropy_lane_changes<W> ch(p, t0, t1, lo, hi);
+    entropy_lane_walk<W>(fast, p.segs, p.segment_count, first, lo, hi, [&](std::uint32_t i, W b) {
+      const unsigned g = s.of_class[entropy_params::class_of<W>(b)];
+      const std::uint32_t r = s.cnt[g * 32 + lane];
+      if (i == ch.pos) {
+        p.aux[ch.slot()] = (static_cast<std::uint32_t>(g) << entropy_rank_bits) | r;
+        ch.advance();
+      }
+      s.cnt[g * 32 + lane] = r + 1;
+    });
+  }
+  // Exclusive prefix over lanes, per group: the rank of a lane's first element of the group.
+  for (unsigned g = 0; g < G; ++g) {
+    const std::uint32_t v = s.cnt[g * 32 + lane];
+    std::uint32_t incl = v;
+#pragma unroll
+    for (unsigned o = 1; o < 32; o *= 2) {
+      const std::uint32_t u = __shfl_up_sync(full_warp, incl, o);
+      if (lane >= o) incl += u;
+    }
+    s.cnt[g * 32 + lane] = incl - v;
+  }
+  for (unsigned g = lane; g < G; g += 32) {
+    s.changes[g] = 0;
+    s.next_rank[g] = 0;
+  }
+  __syncwarp();
+  // 4. Chunk ranks, changes per group, and rice's costs for the same changes (its fallback body).
+  std::uint32_t rg[rice_params::max_gap_k + 1], rv[wbits];
+#pragma unroll
+  for (unsigned k = 0; k <= rice_params::max_gap_k; ++k) rg[k] = 0;
+#pragma unroll
+  for (unsigned k = 0; k < wbits; ++k) rv[k] = 0;
+  std::uint32_t carry = 0;  // position after the previous group of 32's last change
+  entropy_warp_changes(p, t0, t1, [&](bool act, std::uint32_t pos, std::uint64_t slot) {
+    const std::uint32_t up = __shfl_up_sync(full_warp, pos + 1, 1);
+    const std::uint32_t next = lane == 0 ? carry : up;
+    if (act) {
+      const std::uint32_t a = p.aux[slot];
+      const unsigned g = a >> entropy_rank_bits;
+      p.aux[slot] = (a & ~entropy_rank_mask) | (s.cnt[g * 32 + pos / R] + (a & entropy_rank_mask));  // (R > 0: n > 0)
+      atomicAdd(&s.changes[g], 1u);
+      const std::uint32_t gap = pos - next;
+#pragma unroll
+      for (unsigned k = 0; k <= rice_params::max_gap_k; ++k) rg[k] += rice_params::code_bits<std::uint32_t>(gap, k, rice_params::gap_raw_bits);
+      if (ulp) {
+        const std::uint32_t code = static_cast<std::uint32_t>(zigzag<W>(static_cast<const W*>(p.val)[slot])) - 1u;
+#pragma unroll
+        for (unsigned k = 0; k < wbits; ++k) rv[k] += rice_params::code_bits<std::uint32_t>(code, k, wbits);
+      }
+    }
+    const unsigned last = 31u - static_cast<unsigned>(__clz(static_cast<int>(__ballot_sync(full_warp, act))));
+    carry = __shfl_sync(full_warp, pos + 1, last);
+  });
+  std::uint32_t rice_gap_bits = 0, rice_val_bits = 0;
+  const unsigned rice_kg = entropy_warp_best(rg, rice_params::max_gap_k, rice_gap_bits);
+  unsigned rice_kv = 0;
+  if (ulp) rice_kv = entropy_warp_best(rv, wbits - 1, rice_val_bits);
+  const std::uint64_t rice_bytes = 2 + (std::uint64_t{rice_gap_bits} + (ulp ? std::uint64_t{rice_val_bits} : std::uint64_t{n} * wbits) + 7) / 8;
+  __syncwarp();
+  // 5. The region, the changes sorted by group (stable), as (gap in the group's sequence, value code).
+  std::uint64_t region = 0;
+  if (lane == 0) {
+    region = atomicAdd(e.region_next, static_cast<unsigned long long>(n));
+    std::uint32_t at = 0;
+    for (unsigned g = 0; g < G; ++g) {
+      s.cursor[g] = at;
+      at += s.changes[g];
+    }
+  }
+  region = __shfl_sync(full_warp, region, 0);
+  if (region + n > p.capacity) {  // (never: the changes fit the scratch)
+    if (lane == 0) atomicExch(&p.ctr->error, 1);
+    return;
+  }
+  __syncwarp();
+  std::uint64_t* reg = e.region + region;
+  entropy_warp_changes(p, t0, t1, [&](bool act, std::uint32_t, std::uint64_t slot) {
+    const std::uint32_t a = act ? p.aux[slot] : 0u;
+    const unsigned g = a >> entropy_rank_bits;
+    const std::uint32_t rank = a & entropy_rank_mask;
+    const unsigned m = __match_any_sync(full_warp, act ? g : 0xFFFFu);
+    const unsigned below = m & ((1u << lane) - 1u);
+    const unsigned prev_lane = below ? 31u - static_cast<unsigned>(__clz(static_cast<int>(below))) : lane;
+    const std::uint32_t prev_rank = __shfl_sync(full_warp, rank, prev_lane);
+    std::uint32_t cur = 0, nr = 0;
+    if (act) {
+      cur = s.cursor[g];
+      nr = s.next_rank[g];
+      const std::uint32_t gap = below ? rank - prev_rank - 1 : rank - nr;
+      const std::uint32_t code = ulp ? static_cast<std::uint32_t>(zigzag<W>(static_cast<const W*>(p.val)[slot])) - 1u : 0u;
+      reg[cur + static_cast<unsigned>(__popc(below))] = std::uint64_t{gap} | (std::uint64_t{code} << 32);
+    }
+    __syncwarp();
+    if (act && (m >> lane) == 1u) {  // the group's last lane here
+      s.cursor[g] = cur + static_cast<unsigned>(__popc(m));
+      s.next_rank[g] = rank + 1;
+    }
+    __syncwarp();
+  });
+  // 6. Each group's parameters (codec/entropy.hpp entropy_fit), the warp over the group's region.
+  std::uint64_t bits = 0;
+  std::uint32_t remaining = n;
+  std::uint64_t* hdr = e.groups + std::uint64_t{c} * K;
+  for (unsigned g = 0; g < G; ++g) {
+    const std::uint32_t size = s.size[g], cg = s.changes[g];
+    if (g + 1 < G) bits += entropy_params::count_bits(size, remaining);
+    remaining -= cg;
+    unsigned kg = 0, kv = 0;
+    if (cg > 0) {
+      const std::uint32_t from = s.cursor[g] - cg;
+      const bool gaps = cg < size;
+      const unsigned raw = gaps ? entropy_params::gap_raw_bits(size) : 0;
+      std::uint32_t gc[entropy_params::max_gap_k + 1], vc[wbits];
+#pragma unroll
+      for (unsigned k = 0; k <= entropy_params::max_gap_k; ++k) gc[k] = 0;
+#pragma unroll
+      for (unsigned k = 0; k < wbits; ++k) vc[k] = 0;
+      for (std::uint32_t j = from + lane; j < from + cg; j += 32) {
+        const std::uint64_t e = reg[j];
+        if (gaps) {
+          const auto gap = static_cast<std::uint32_t>(e);
+#pragma unroll
+          for (unsigned k = 0; k <= entropy_params::max_gap_k; ++k) gc[k] += rice_params::code_bits<std::uint32_t>(gap, k, raw);
+        }
+        if (ulp) {
+          const auto code = static_cast<std::uint32_t>(e >> 32);
+#pragma unroll
+          for (unsigned k = 0; k < wbits; ++k) vc[k] += rice_params::code_bits<std::uint32_t>(code, k, wbits);
+        }
+      }
+      std::uint32_t cost = 0;
+      if (gaps) {
+        kg = entropy_warp_best(gc, entropy_params::max_gap_k_of(size), cost);
+        bits += entropy_params::gap_k_bits(size) + cost;
+      }
+      if (ulp) {
+        kv = entropy_warp_best(vc, wbits - 1, cost);
+        bits += entropy_params::value_k_bits<W>(kv) + cost;
+      }
+    }
+    if (lane == 0) hdr[g] = entropy_pack_group(size, cg, kg, kv);
+  }
+  if (!ulp) bits += std::uint64_t{wbits} * n;
+  if (lane == 0) {
+    const std::uint64_t class_bytes = entropy_class_bytes(bits);
+    const bool classes = class_bytes < 1 + rice_bytes;  // ties keep rice's data
+    p.plans[c] = chunk_plan{n, rice_kg, rice_kv, classes ? entropy_params::tag_classes : entropy_params::tag_rice};
+    p.chunk_bytes[c] = classes ? class_bytes : 1 + rice_bytes;
+    e.region_at[c] = region;
+    e.group_count[c] = G;
+    atomicAdd(reinterpret_cast<unsigned long long*>(p.ctr->changed + c % hash_slots), static_cast<unsigned long long>(n));
+  }
+}
+
+// Writes a chunk's entropy data (n > 0) from the size pass's plan: tag, then rice's data or the class body.
+template <class W, class Writer, class Src>
+SPARSESYNC_DEVICE void entropy_chunk_write(value_mode mode, std::uint32_t numel, const chunk_plan& plan, const Src& src,
+                                           const std::uint32_t* aux, const std::uint64_t* hdr, const std::uint64_t* region, unsigned G,
+                                           Writer& w) {
+  constexpr unsigned wbits = 8 * sizeof(W);
+  if (plan.values_at == entropy_params::tag_rice) {
+    w.put(entropy_params::tag_rice, 8);
+    Src rice_src = src;
+    encode_chunk<W>(encoder_id::rice, mode, numel, plan, rice_src, w);
+    return;
+  }
+  w.put(entropy_params::tag_classes, 8);
+  const bool ulp = mode == value_mode::ulp;
+  std::uint32_t remaining = plan.changes;
+  for (unsigned g = 0; g < G; ++g) {
+    const std::uint64_t e = hdr[g];
+    const std::uint32_t n = entropy_group_size(e), cg = entropy_group_changes(e);
+    if (g + 1 < G) w.put(cg, entropy_params::count_bits(n, remaining));
+    remaining -= cg;
+    if (cg > 0 && cg < n) w.put(entropy_group_k_gap(e), entropy_params::gap_k_bits(n));
+    if (cg > 0 && ulp) {
+      const unsigned kv = entropy_group_k_val(e);
+      w.put((std::uint64_t{1} << kv) - 1, kv);
+      if (kv < wbits - 1) w.put(0, 1);
+    }
+  }
+  std::uint32_t j = 0;
+  for (unsigned g = 0; g < G; ++g) {
+    const std::uint64_t e = hdr[g];
+    const std::uint32_t n = entropy_group_size(e), cg = entropy_group_changes(e);
+    if (cg > 0 && cg < n) {
+      const unsigned raw = entropy_params::gap_raw_bits(n), k = entropy_group_k_gap(e);
+      for (std::uint32_t i = 0; i < cg; ++i) rice_put(w, static_cast<std::uint32_t>(region[j + i]), k, raw);
+    }
+    j += cg;
+  }
+  src.for_each_slot([&](std::uint32_t, W v, std::uint64_t slot) {
+    if (ulp)
+      rice_put(w, static_cast<std::uint32_t>(zigzag<W>(v)) - 1u, entropy_group_k_val(hdr[aux[slot] >> entropy_rank_bits]), wbits);
+    else
+      w.put(v, wbits);
+  });
+}
+
+// chunk_write_kernel's twin for entropy (a thread per chunk).
+template <class W, class P>
+SPARSESYNC_KERNEL void __launch_bounds__(P::chunk_threads) entropy_write_kernel(chunk_pass_params p, entropy_plan_scratch e) {
+  constexpr unsigned K = entropy_params::class_count<W>;
+  const std::uint32_t c = blockIdx.x * blockDim.x + threadIdx.x;
+  if (c >= p.chunk_count || p.ctr->allocated > p.capacity) return;
+  if (frame_bytes_of(p.segment_count, p.chunk_count, p.ctr->data_total) > p.out_capacity) return;
+  unsigned char* table = p.out + bucket_header_bytes + segment_entry_bytes * std::uint64_t{p.segment_count};
+  unsigned char* data = table + chunk_entry_bytes * std::uint64_t{p.chunk_count};
+  const chunk_plan plan = p.plans[c];
+  const std::uint64_t bytes = p.chunk_bytes[c];
+  const std::uint64_t entry = std::uint64_t{plan.changes} | (bytes << 32);
+  store_le64(table + chunk_entry_bytes * std::uint64_t{c}, entry);
+  std::uint64_t digest;
+  if (plan.changes) {
+    chunk_writer<true, true> w(data + p.chunk_off[c], bytes, c, entry);
+    entropy_chunk_write<W>(p.mode, chunk_numel(p.numel, p.log2_chunk, c), plan, chunk_source<W>(p, c), p.aux,
+                           e.groups + std::uint64_t{c} * K, e.region + e.region_at[c], e.group_count[c], w);
+    if (!w.finish()) atomicExch(&p.ctr->error, 1);
+    digest = w.digest();
+  } else {
+    xxh64_state h(c);
+    h.update_word(entry);
+    digest = h.digest();
+  }
+  atomicAdd(reinterpret_cast<unsigned long long*>(p.ctr->payload + c % hash_slots), static_cast<unsigned long long>(digest));
+}
+
+}  // namespace detail
+}  // namespace cuda
+SPARSESYNC_NS_END
