@@ -125,7 +125,7 @@ def test_gpu_trainer_to_gpu_worker_bit_identical(tmp_path, commit):
 @pytest.mark.skipif(not ss.HAS_NCCL or gpu_count < 2, reason=f"needs NCCL endpoints and two GPUs (NCCL: {ss.HAS_NCCL}, GPUs: {gpu_count})")
 @pytest.mark.parametrize("commit", ["atomic", "streamed"])
 def test_frames_gpu_to_gpu_over_nccl(tmp_path, commit):
-    published, reports, _, _ = _run(tmp_path, "cuda:1", commit=commit, transport="nccl")
+    published, reports, _, _ = _run(tmp_path, "cuda:1", commit=commit, link="nccl")
     assert reports[0]["full"] and not any(r["full"] for r in reports[1:])
     lib = ss.nccl_library()
     assert lib["version"] > 0 and lib["path"]
