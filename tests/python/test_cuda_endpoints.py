@@ -2,6 +2,9 @@
 verifies and writes on its own GPU, in place. Needs a build with nvcc, a visible GPU and torch; the checks that
 need no GPU (clear errors) run everywhere the package has GPU endpoints."""
 
+import pathlib
+import subprocess
+import sys
 import threading
 
 import numpy as np
@@ -228,40 +231,12 @@ def test_checksum_of_gpu_tensors_equals_the_host_checksum_and_the_published_one(
 
 @needs_gpu
 def test_cupy_arrays_on_both_ends(tmp_path):
-    cupy = pytest.importorskip("cupy", reason="cupy is not installed")
+    pytest.importorskip("cupy", reason="cupy is not installed")
     ss.generate_key_file(tmp_path / "k")
-    layout = ss.Layout([("a", "bf16", (300, 200)), ("b", "f32", (77,))])
-    rng = cupy.random.default_rng(3)
-    trainer = [rng.integers(0, 1 << 16, (300, 200), dtype=cupy.uint16), rng.integers(0, 1 << 31, (77,), dtype=cupy.uint32)]
-    worker = [cupy.zeros_like(t) for t in trainer]
-    cupy.cuda.Device(0).synchronize()
-    got, failures = [], []
-    # This case hung once on an H100 (bench/results/gpu-test-runs/python-gpu-2de7fee-cupy-hang.log): bounded waits
-    # and a stack dump make a repeat a failure that says where, not a hang.
-    import faulthandler
-    faulthandler.dump_traceback_later(60, exit=False)
-
-    def work():
-        try:
-            got.extend(ss.Subscriber(layout, worker, tmp_path / "k", port=pub.port, receive_timeout=30))
-        except Exception as e:
-            failures.append(e)
-
+    # In a process of its own, bounded (cupy_endpoints_proc.py says why): a hang fails with its stacks.
+    script = pathlib.Path(__file__).with_name("cupy_endpoints_proc.py")
     try:
-        with ss.Publisher(layout, tmp_path / "k", device="cuda:0", ack_timeout=30) as pub:
-            t = threading.Thread(target=work)
-            t.start()
-            pub.accept(timeout=30)
-            for v in (1, 2):
-                if v == 2:
-                    trainer[0][::7, ::5] += 1
-                assert pub.publish(v, trainer)["acknowledged"] == 1, failures
-            pub.close()
-            t.join(30)
-    finally:
-        faulthandler.cancel_dump_traceback_later()
-    assert not failures, failures
-    cupy.cuda.Device(0).synchronize()
-    assert [r["version"] for r in got] == [1, 2]
-    assert all(bool((a == b).all()) for a, b in zip(trainer, worker))
-    assert ss.checksum(layout, worker) == got[-1]["checksum"]
+        r = subprocess.run([sys.executable, str(script), str(tmp_path / "k")], capture_output=True, text=True, timeout=90)
+    except subprocess.TimeoutExpired as e:
+        pytest.fail(f"the cupy trainer and worker did not finish within 90 s: {e.stdout!r} {e.stderr!r}")
+    assert r.returncode == 0 and r.stdout.strip().endswith("ok"), f"exit {r.returncode}\n{r.stdout}\n{r.stderr}"
