@@ -239,24 +239,7 @@ class ucx_stream {
     }
 
     // Worker thread. Outstanding requests complete with UCS_ERR_CANCELED.
-    void force_close() {
-      if (!ep) return;
-      ucp_request_param_t p{};
-      p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-      p.flags = UCP_EP_CLOSE_FLAG_FORCE;
-      const ucs_status_ptr_t r = ucp_ep_close_nbx(ep, &p);
-      ep = nullptr;
-      // A force close still completes during progress; its request is polled from later iterations and freed.
-      if (r != nullptr && !UCS_PTR_IS_ERR(r)) worker->post([w = worker.get(), r] { poll_close_request(w, r); });
-    }
-
-    static void poll_close_request(ucx_worker* w, ucs_status_ptr_t r) {
-      if (ucp_request_check_status(r) == UCS_INPROGRESS) {
-        w->post([w, r] { poll_close_request(w, r); });
-        return;
-      }
-      ucp_request_free(r);
-    }
+    void force_close() { force_close_endpoint(*worker, std::exchange(ep, nullptr)); }
 
     // Orderly teardown from the destructor: flush what was sent (the close frame), bounded by `linger`.
     void close_endpoint() noexcept {
