@@ -268,11 +268,13 @@ void run(const model_layout& full, const options& o, int ranks, int gpus) {
   emit(line);
   for (auto& k : rs) k.tx->close();
   for (auto& w : ws) w->thread.join();
-  for (auto& w : ws)
+  for (auto& w : ws) {
+    w->rx.reset();  // its sinks use the streams below: gone first
     for (auto s : w->streams) {
       cudaSetDevice(w->device);
       cudaStreamDestroy(s);
     }
+  }
   for (auto& k : rs) {
     k.tx.reset();
     cudaSetDevice(k.device);
@@ -294,6 +296,7 @@ std::vector<int> int_list(const std::string& s) {
 
 int main(int argc, char** argv) {
   ::setenv("NCCL_NVLS_ENABLE", "0", 0);
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // each row as it comes: a crash keeps what was measured
   options o;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
