@@ -7,6 +7,7 @@
 #include "endpoints.hpp"
 
 #include <sparsesync/cuda/cuda_error.hpp>
+#include <sparsesync/cuda/device_scope.hpp>
 #include <sparsesync/cuda/sync/device_engine_compiled.hpp>
 
 #include <cuda_runtime_api.h>
@@ -17,19 +18,7 @@ using cuda::throw_on_cuda_error;
 
 // Makes a device current for a scope, restoring the caller's (Python threads share the runtime's per-thread
 // current device with whatever else the process runs, torch included).
-class device_guard {
- public:
-  explicit device_guard(int device) {
-    throw_on_cuda_error(cudaGetDevice(&previous_), "cudaGetDevice");
-    if (previous_ != device) throw_on_cuda_error(cudaSetDevice(device), "cudaSetDevice");
-  }
-  device_guard(const device_guard&) = delete;
-  device_guard& operator=(const device_guard&) = delete;
-  ~device_guard() { cudaSetDevice(previous_); }
-
- private:
-  int previous_ = 0;
-};
+using device_guard = cuda::device_scope;
 
 inline int resolve_device(int device) {
   int count = 0;

@@ -17,6 +17,7 @@
 #pragma once
 
 #include <sparsesync/cuda/codec.cuh>
+#include <sparsesync/cuda/device_scope.hpp>
 #include <sparsesync/cuda/sync/device_engine_options.hpp>
 #include <sparsesync/cuda/sync/frame_arena.cuh>
 #include <sparsesync/sync/device_weights.hpp>
@@ -49,26 +50,6 @@ class device_pointer_array {
   device_buffer buf_;
   cudaStream_t stream_;
   std::vector<const void*> host_;
-};
-
-// Makes `device` current for a scope and restores the caller's: a backend's calls come from whichever thread
-// the engine runs them on (publish() on the trainer's, full transfers on a session's), whose current device may
-// be another GPU than the one the backend's memory lives on.
-class device_scope {
- public:
-  explicit device_scope(int device) {
-    cudaGetDevice(&previous_);
-    if (previous_ != device) throw_on_cuda_error(cudaSetDevice(device), "cudaSetDevice");
-    else previous_ = -1;
-  }
-  device_scope(const device_scope&) = delete;
-  device_scope& operator=(const device_scope&) = delete;
-  ~device_scope() {
-    if (previous_ >= 0) cudaSetDevice(previous_);
-  }
-
- private:
-  int previous_ = -1;
 };
 
 inline int current_device() {

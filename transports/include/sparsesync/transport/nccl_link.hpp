@@ -28,6 +28,7 @@
 // 10 s and 30 s), so that a healthy worker never gives up on a trainer that is waiting out another worker's death.
 #pragma once
 
+#include <sparsesync/cuda/device_scope.hpp>
 #include <sparsesync/transport/device_link.hpp>
 #include <sparsesync/transport/nccl.hpp>
 
@@ -132,20 +133,8 @@ class nccl_link {
   }
 
  private:
-  // Makes `device` current for a scope: the link's calls come on the engine's threads, whose device is theirs.
-  struct on_device {
-    explicit on_device(int d) {
-      cudaGetDevice(&previous);
-      if (previous != d) cudaSetDevice(d);
-      else previous = -1;
-    }
-    on_device(const on_device&) = delete;
-    on_device& operator=(const on_device&) = delete;
-    ~on_device() {
-      if (previous >= 0) cudaSetDevice(previous);
-    }
-    int previous = -1;
-  };
+  // The link's calls come on the engine's threads, whose current device is theirs: each makes the link's current.
+  using on_device = cuda::device_scope;
 
   struct state {
     state(Control c, const nccl_link_options& o, bool sender) : control(std::move(c)), opt(o) {
@@ -162,7 +151,7 @@ class nccl_link {
       cv.notify_all();
       if (watchdog.joinable()) watchdog.join();
       if (device < 0) return;
-      on_device guard(device);
+      on_device guard(device, std::nothrow);
       // Abort, not destroy: it never waits for the peer, and frames still on their way when the link goes are
       // cancelled (the peer may be gone).
       if (comm) ncclCommAbort(comm);
@@ -180,7 +169,7 @@ class nccl_link {
     // Makes the pair communicator (non-blocking, so that a peer that never joins costs `timeout`, not forever).
     void init(const nccl_bootstrap& b) {
       if (opt.device < 0) detail::check_cuda(cudaGetDevice(&opt.device), "cudaGetDevice");
-      on_device guard(opt.device);
+      on_device guard(opt.device, std::nothrow);
       device = opt.device;
       peer = 1 - b.rank;
       detail::check_cuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
@@ -314,7 +303,7 @@ class nccl_link {
       wait_for_credit(f.bytes);
       std::unique_lock lock(mutex);
       throw_if_aborted_locked();
-      on_device guard(device);
+      on_device guard(device, std::nothrow);
       reap_locked();
       // Bounded in flight: wait for the oldest send to leave (the watchdog aborts the link if it never does).
       while (sends.size() >= std::max<std::size_t>(1, opt.max_frames_in_flight)) {
@@ -341,7 +330,7 @@ class nccl_link {
       {
         std::lock_guard lock(mutex);
         throw_if_aborted_locked();
-        on_device guard(device);
+        on_device guard(device, std::nothrow);
         if (after) {
           detail::check_cuda(cudaEventRecord(after_event, after), "cudaEventRecord");
           detail::check_cuda(cudaStreamWaitEvent(stream, after_event, 0), "cudaStreamWaitEvent");
@@ -373,7 +362,7 @@ class nccl_link {
       try {
         std::lock_guard lock(mutex);
         throw_if_aborted_locked();
-        on_device guard(device);
+        on_device guard(device, std::nothrow);
         if (posted == ncclInProgress) {
           ++stats.deferred_calls;
           settle_locked("ncclRecv");
@@ -424,7 +413,7 @@ class nccl_link {
       why = reason;
       detail::last_link_abort().store(clock::now().time_since_epoch().count());
       if (comm) {
-        on_device guard(device);
+        on_device guard(device, std::nothrow);
         ncclCommAbort(comm);  // the kernels of transfers in flight exit; the link's stream drains
         comm = nullptr;
       }

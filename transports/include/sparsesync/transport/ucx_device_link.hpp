@@ -27,6 +27,7 @@
 
 #include <sparsesync/core/little_endian.hpp>
 #include <sparsesync/transport/detail/ucx_worker.hpp>
+#include <sparsesync/cuda/device_scope.hpp>
 #include <sparsesync/transport/device_link.hpp>
 #include <sparsesync/transport/error.hpp>
 #include <sparsesync/transport/ucx.hpp>
@@ -94,21 +95,6 @@ inline void check_cuda_ucx(cudaError_t e, const char* what) {
   if (e != cudaSuccess)
     throw transport_error(transport_errc::backend, std::string("ucx_device_link: ") + what + ": " + cudaGetErrorString(e));
 }
-
-// Makes a CUDA device current for a scope: the link's calls come on the engine's threads, whose device is theirs.
-struct cuda_device_scope {
-  explicit cuda_device_scope(int d) {
-    cudaGetDevice(&previous);
-    if (previous != d) cudaSetDevice(d);
-    else previous = -1;
-  }
-  cuda_device_scope(const cuda_device_scope&) = delete;
-  cuda_device_scope& operator=(const cuda_device_scope&) = delete;
-  ~cuda_device_scope() {
-    if (previous >= 0) cudaSetDevice(previous);
-  }
-  int previous = -1;
-};
 
 // Whether CUDA IPC can export the allocation holding `p` (cudaMalloc: yes; a stream-ordered pool without an export
 // handle type: no).
@@ -219,7 +205,7 @@ class ucx_device_link {
       cv.notify_all();
       if (watchdog.joinable()) watchdog.join();
       if (device < 0) return;
-      detail::cuda_device_scope guard(device);
+      cuda::device_scope guard(device, std::nothrow);
       if (stream) cudaStreamSynchronize(stream);  // every frame's host function ran: each send is posted or cancelled
       if (worker) {
         // Force-close, not flush: it never waits for the peer, and frames still on their way when the link goes are
@@ -244,7 +230,7 @@ class ucx_device_link {
 
     void init() {
       if (opt.device < 0) detail::check_cuda_ucx(cudaGetDevice(&opt.device), "cudaGetDevice");
-      detail::cuda_device_scope guard(opt.device);
+      cuda::device_scope guard(opt.device, std::nothrow);
       device = opt.device;
       detail::check_cuda_ucx(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
       detail::check_cuda_ucx(cudaEventCreateWithFlags(&after_event, cudaEventDisableTiming | cudaEventBlockingSync), "cudaEventCreate");
@@ -331,7 +317,7 @@ class ucx_device_link {
       if (f.bytes == 0) return;
       std::unique_lock lock(mutex);
       throw_if_aborted_locked();
-      detail::cuda_device_scope guard(device);
+      cuda::device_scope guard(device, std::nothrow);
       reap_locked();
       // Bounded in flight: wait for the oldest send to leave (the watchdog aborts the link if it never does).
       const std::size_t most = std::max<std::size_t>(1, opt.max_frames_in_flight);
@@ -531,7 +517,7 @@ class ucx_device_link {
         throw_if_aborted_locked();
         tag = tag_base + 1 + recv_seq++;
       }
-      detail::cuda_device_scope guard(device);
+      cuda::device_scope guard(device, std::nothrow);
       if (after) {
         // UCX writes `dst` on streams of its own: the work on `after` must be over first (a blocking-sync event:
         // this thread sleeps).
