@@ -5,6 +5,7 @@
 
 #include "byte_buffer.hpp"
 #include "cuda_place.hpp"
+#include "diff_options.hpp"
 
 #include <sparsesync/format/patch_reader.hpp>
 #include <sparsesync/format/patch_writer.hpp>
@@ -30,18 +31,10 @@ void with_gpu_encoder(const std::string& name, F&& f) {
 
 nb::bytes cuda_diff(const model_layout& layout, nb::handle base, nb::handle target, const std::string& encoder, const std::string& values,
                     std::uint64_t base_version, std::uint64_t target_version, std::uint64_t bucket_bytes, unsigned chunk_log2, std::uintptr_t caller) {
-  const auto mode = parse_value_mode(values);
-  if (!mode) throw error(errc::invalid_argument, "values must be 'ulp' or 'absolute', not '" + values + "'");
-  if (bucket_bytes == 0) throw error(errc::invalid_argument, "bucket_bytes must be positive");
-  if (chunk_log2 < min_log2_chunk || chunk_log2 > max_log2_chunk) throw error(errc::invalid_argument, "chunk_log2 must lie in [8, 24]");
+  const patch_options po = diff_options(values, base_version, target_version, bucket_bytes, chunk_log2);
   const auto next = views_of<false, placement::cuda>(layout, target, "new");
   std::optional<held_views<false, placement::cuda>> old;
   if (!base.is_none()) old = views_of<false, placement::cuda>(layout, base, "base", next.device);
-  patch_options po;
-  po.encode.mode = *mode;
-  po.encode.log2_chunk = chunk_log2;
-  po.base_version = base_version;
-  po.target_version = target_version;
   std::vector<unsigned char> out;
   {
     nb::gil_scoped_release unlocked;

@@ -3,6 +3,7 @@
 // Arrays are borrowed, never copied (views.hpp); the GIL is released while the library works.
 #include "byte_buffer.hpp"
 #include "changes.hpp"
+#include "diff_options.hpp"
 #include "gpu.hpp"
 #include "nccl.hpp"
 #include "ucx.hpp"
@@ -60,19 +61,12 @@ void with_selection(const std::string& name, F&& f) {
 
 nb::bytes diff(const model_layout& layout, nb::handle base, nb::handle target, const std::string& encoder, const std::string& values,
                std::uint64_t base_version, std::uint64_t target_version, std::uint64_t bucket_bytes, unsigned chunk_log2) {
-  const auto mode = parse_value_mode(values);
-  if (!mode) throw error(errc::invalid_argument, "values must be 'ulp' or 'absolute', not '" + values + "'");
-  if (bucket_bytes == 0) throw error(errc::invalid_argument, "bucket_bytes must be positive");
+  const patch_options opt = diff_options(values, base_version, target_version, bucket_bytes, chunk_log2);
   auto next = views_of<false>(layout, target, "new");
   std::optional<held_views<false>> old;
   std::vector<const_tensor_view> zero(layout.size());  // null data: the all-zero model (a full transfer)
   for (std::size_t i = 0; i < layout.size(); ++i) zero[i] = {nullptr, layout[i].numel(), layout[i].dtype};
   if (!base.is_none()) old = views_of<false>(layout, base, "base");
-  patch_options opt;
-  opt.encode.mode = *mode;
-  opt.encode.log2_chunk = chunk_log2;
-  opt.base_version = base_version;
-  opt.target_version = target_version;
   std::vector<unsigned char> out;
   {
     nb::gil_scoped_release unlocked;
