@@ -81,8 +81,9 @@ TEST_CASE("sequential_writer: the data area byte for byte, in order or not, what
         w.restart();
         for (const auto& [at, n] : pieces) {
           const std::uint64_t file_at = data_offset + at;
-          auto* mem = static_cast<unsigned char*>(std::aligned_alloc(4096, 2 * 4096 + n + 4096));
-          std::memset(mem, 0xEE, 2 * 4096 + n + 4096);
+          const std::size_t room = (n + 3 * 4096 + 4095) / 4096 * 4096;  // a multiple of the alignment, as aligned_alloc wants
+          auto* mem = static_cast<unsigned char*>(std::aligned_alloc(4096, room));
+          std::memset(mem, 0xEE, room);
           unsigned char* p = mem + 4096 + file_at % 4096;
           std::memcpy(p, want.data() + at, n);
           w.write(p, n, file_at, [&done, mem] {
