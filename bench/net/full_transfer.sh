@@ -59,12 +59,21 @@ for _ in $(seq 1 600); do [ -s port ] && grep -q . port && break; sleep 0.05; do
 PORT=$(cat port)
 # serve publishes the checkpoint at start: measure a new worker's pull from a running server
 for _ in $(seq 1 1200); do grep -q "version 1 <- " serve.err && break; sleep 0.05; done
+# CPU seconds: every process's (from /proc/stat), serve's (from /proc/PID/stat) and pull's (from /usr/bin/time):
+# what the others took meanwhile shows whether this run had the machine to itself.
+busy() { awk '/^cpu /{print ($2 + $3 + $4 + $7 + $8) / 100}' /proc/stat; }
+proc_cpu() { awk '{print ($14 + $15) / 100}' "/proc/$1/stat"; }
+busy0=$(busy); serve0=$(proc_cpu "$SERVE")
 t0=$(date +%s.%N)
 # shellcheck disable=SC2086
-"$BIN" pull "127.0.0.1:$PORT" -o out.safetensors $AUTH > pull.out 2> pull.err &
+/usr/bin/time -f "%U %S" -o pull.time "$BIN" pull "127.0.0.1:$PORT" -o out.safetensors $AUTH > pull.out 2> pull.err &
 PULL=$!
 pull_mem=$(sample "$PULL" pull.stop)
 wait "$PULL"; t1=$(date +%s.%N)
+busy1=$(busy); serve1=$(proc_cpu "$SERVE")
+read -r pu ps < pull.time
+pull_cpu=$(printf '%.2f' "$(echo "$pu + $ps" | bc)"); serve_cpu=$(printf '%.2f' "$(echo "$serve1 - $serve0" | bc)")
+others_cpu=$(printf '%.2f' "$(echo "$busy1 - $busy0 - $pull_cpu - $serve_cpu" | bc)")
 pull_s=$(printf '%.3f' "$(echo "$t1 - $t0" | bc)")
 touch serve.stop; wait "$SAMPLER"; kill "$SERVE"; wait "$SERVE" || true
 cmp -s out.safetensors watch/model.safetensors && same=true || same=false
@@ -72,7 +81,8 @@ read -r serve_hwm serve_anon < serve.mem; read -r pull_hwm pull_anon <<< "$pull_
 model_bytes=$(stat -c %s watch/model.safetensors)
 cat <<JSON
 {"model_mib": $MIB, "model_bytes": $model_bytes, "auth": "$AUTH", "load_average_before": "$load_before",
- "cp_seconds": $cp_s, "pull_seconds": $pull_s,
+ "cp_seconds": $cp_s, "pull_seconds": $pull_s, "pull_cpu_seconds": $pull_cpu, "serve_cpu_seconds_during_pull": $serve_cpu,
+ "others_cpu_seconds_during_pull": $others_cpu,
  "pull_over_cp": $(printf '%.2f' "$(echo "scale=4; $pull_s / $cp_s" | bc)"), "identical": $same,
  "serve_peak_rss_kib": $serve_hwm, "serve_peak_anon_kib": $serve_anon, "pull_peak_rss_kib": $pull_hwm, "pull_peak_anon_kib": $pull_anon,
  "serve_publish_line": "$(grep -m1 'version 1 <- ' serve.err | sed 's/"/\\"/g')",
