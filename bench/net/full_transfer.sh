@@ -68,7 +68,8 @@ t0=$(date +%s.%N)
 # shellcheck disable=SC2086
 /usr/bin/time -f "%U %S" -o pull.time "$BIN" pull "127.0.0.1:$PORT" -o out.safetensors $AUTH > pull.out 2> pull.err &
 PULL=$!
-pull_mem=$(sample "$PULL" pull.stop)
+for _ in $(seq 1 200); do PULL_CHILD=$(pgrep -P "$PULL" || true); [ -n "$PULL_CHILD" ] && break; sleep 0.01; done
+pull_mem=$(sample "${PULL_CHILD:-$PULL}" pull.stop)  # pull itself, not /usr/bin/time
 wait "$PULL"; t1=$(date +%s.%N)
 busy1=$(busy); serve1=$(proc_cpu "$SERVE")
 read -r pu ps < pull.time
