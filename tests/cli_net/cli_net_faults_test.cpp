@@ -117,3 +117,23 @@ TEST_CASE("pull --insecure-no-auth: a byte flipped in the catalog's header never
   CHECK(same_file(out, v1));  // byte for byte the published file, header included
   CHECK(r.err.find("asking for a full transfer") != std::string::npos);
 }
+
+TEST_CASE("pull: a full transfer damaged on the way is refused, then taken whole; OUT is the published file, no temporary left") {
+  // Without a key nothing but the format's own checksums catches the flipped byte (a bucket's payload checksum),
+  // after pull has begun writing the transfer to OUT's temporary file bucket by bucket.
+  temp_dir t;
+  server s(t.path, fs::path(), {"--insecure-no-auth", "--bucket-bytes", "64k"});
+  trainer tr;
+  const auto v1 = tr.drop(s.watch(), "step-1.safetensors");
+  s.wait_published(1);
+  flaky_proxy proxy(port_of(s));
+  proxy.flip_server_byte(1, fs::file_size(v1) / 2);  // inside a bucket's data, halfway through
+  const auto out = t / "out.safetensors";
+  const auto r = run({SPARSESYNC_CLI_PATH, "pull", "127.0.0.1:" + std::to_string(proxy.port()), "-o", out.string(), "--insecure-no-auth",
+                      "--timeout", "60"},
+                     t.path, 90s);
+  REQUIRE_MESSAGE(r.rc == 0, r.err);
+  CHECK(same_file(out, v1));
+  CHECK(r.err.find("refused a version") != std::string::npos);
+  for (const auto& e : fs::directory_iterator(t.path)) CHECK(e.path().filename().string().find(".tmp.") == std::string::npos);
+}

@@ -5,6 +5,7 @@
 
 #include <doctest/doctest.h>
 #include <sparsesync/format/apply.hpp>
+#include <sparsesync/core/hash_x86.hpp>
 #include <sparsesync/format/dense_bitmap.hpp>
 #include <sparsesync/sync/receiver.hpp>
 #include <sparsesync/sync/sender.hpp>
@@ -147,6 +148,36 @@ TEST_CASE("dense full-transfer frames are the bytes encode_bucket<bitmap> writes
         CHECK(summary.frame_bytes == ref.size());
         CHECK(summary.sums.target == target);
       }
+    }
+  }
+}
+
+TEST_CASE("the dense checksums (eight elements at a time where the CPU has AVX-512) are the element hashes' sums") {
+  std::mt19937_64 rng(21);
+  std::vector<std::uint32_t> words(700);
+  for (auto& w : words) w = static_cast<std::uint32_t>(rng());
+  words[3] = 0;
+  words[4] = 0xFFFFFFFFu;
+  const auto check = [&]<class W>(std::uint64_t first, std::size_t offset, std::size_t count) {
+    std::vector<W> bits(count);
+    for (std::size_t i = 0; i < count; ++i) bits[i] = static_cast<W>(words[(offset + i) % words.size()]);
+    std::uint64_t zero = 5, target = 7;  // added to, not overwritten
+    detail::add_zero_and_content_checksums(bits.data(), count, first, zero, target);
+    std::uint64_t z = 5, t = 7;
+    for (std::size_t i = 0; i < count; ++i) {
+      z += element_hash(first + i, 0);
+      t += element_hash(first + i, bits[i]);
+    }
+    CHECK(zero == z);
+    CHECK(target == t);
+  };
+  // Lengths around the 8-element step, indices where the low or high 32 bits carry, words of every size.
+  for (std::uint64_t first : {std::uint64_t{0}, std::uint64_t{0xFFFFFFF9}, ~std::uint64_t{0} - 20, rng(), rng()}) {
+    for (std::size_t count : {0u, 1u, 7u, 8u, 9u, 16u, 63u, 64u, 65u, 333u}) {
+      const std::size_t offset = static_cast<std::size_t>(rng() % 97);
+      check.template operator()<std::uint8_t>(first, offset, count);
+      check.template operator()<std::uint16_t>(first, offset, count);
+      check.template operator()<std::uint32_t>(first, offset, count);
     }
   }
 }

@@ -9,6 +9,8 @@
 
 #include <sparsesync/cli/exit_codes.hpp>
 #include <sparsesync/cli/net_common.hpp>
+#include <sparsesync/cli/pull_sink.hpp>
+#include <sparsesync/cli/read_ahead.hpp>
 #include <sparsesync/cli/safetensors.hpp>
 #include <sparsesync/cli/target_header.hpp>
 
@@ -50,9 +52,12 @@ struct unmap {
 class weights_image {
  public:
   // Tensors under `header` (which must describe `layout` with a packed data area) for a full transfer to fill:
-  // not zeroed here (a full transfer writes every element; zeroing would touch each page once more).
+  // not zeroed, nor touched at all here (a full transfer writes every element, or goes to OUT's file through
+  // a few borrowed pages: pull_sink.hpp).
+  // The data area sits at the same offset within a page as in the file (where that keeps tensors 8-byte
+  // aligned), so that sequential_writer can write its blocks with O_DIRECT.
   weights_image(std::vector<unsigned char> header, model_layout layout) : header_(std::move(header)), layout_(std::move(layout)) {
-    allocate(layout_.bytes());
+    allocate(layout_.bytes(), /*huge_pages=*/false, header_.size() % 8 == 0 ? header_.size() % 4096 : 0);
   }
 
   // Reads `path`; nullopt when it does not exist. Throws sparsesync::error for a file that is not a
@@ -79,15 +84,28 @@ class weights_image {
     if (!read_exact(fd, header.data() + 8, n)) throw error(errc::io, path.string() + ": file shrank while being read");
     const auto parsed = tools::parse_safetensors_header(header, size, path.string());
     weights_image img(std::move(header), parsed.layout, no_alloc{});
-    img.allocate(parsed.data_size());
+    img.allocate(parsed.data_size(), /*huge_pages=*/true);
     if (!read_exact(fd, img.data_, parsed.data_size())) throw error(errc::io, path.string() + ": file shrank while being read");
     return img;
+  }
+
+  // Reads the data area back from the checkpoint at `path`, which must have this image's header.
+  void reload(const std::filesystem::path& path) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) throw error(errc::io, path.string() + ": cannot open: " + std::strerror(errno));
+    struct closer {
+      int fd;
+      ~closer() { ::close(fd); }
+    } guard{fd};
+    if (::lseek(fd, static_cast<off_t>(header_.size()), SEEK_SET) < 0 || !read_exact(fd, data_, bytes_))
+      throw error(errc::io, path.string() + ": cannot read it back");
   }
 
   [[nodiscard]] const model_layout& layout() const { return layout_; }
   [[nodiscard]] std::span<const unsigned char> header() const { return header_; }
   void set_header(std::vector<unsigned char> h) { header_ = std::move(h); }
   [[nodiscard]] std::span<const unsigned char> data() const { return {data_, bytes_}; }
+  [[nodiscard]] unsigned char* mutable_data() { return data_; }
 
   [[nodiscard]] std::vector<tensor_view> views() {
     std::vector<tensor_view> v;
@@ -112,17 +130,17 @@ class weights_image {
   struct no_alloc {};
   weights_image(std::vector<unsigned char> header, model_layout layout, no_alloc) : header_(std::move(header)), layout_(std::move(layout)) {}
 
-  void allocate(std::uint64_t bytes) {
-    // Fresh anonymous memory (zero pages, nothing touched), asking for huge pages: in a VM each 4 KiB first
-    // touch costs a fault, and a model has a quarter of a million of them per GiB.
-    const std::size_t len = static_cast<std::size_t>(bytes) + 64;
+  void allocate(std::uint64_t bytes, bool huge_pages, std::size_t offset = 0) {
+    // Fresh anonymous memory (zero pages, nothing touched), for a file read into it asking for huge pages: in
+    // a VM each 4 KiB first touch costs a fault, and a model has a quarter of a million of them per GiB.
+    const std::size_t len = static_cast<std::size_t>(bytes) + offset + 64;
     void* p = ::mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) throw error(errc::io, "cannot allocate " + std::to_string(bytes) + " bytes for the model: " + std::strerror(errno));
 #ifdef MADV_HUGEPAGE
-    (void)::madvise(p, len, MADV_HUGEPAGE);
+    if (huge_pages) (void)::madvise(p, len, MADV_HUGEPAGE);
 #endif
     storage_ = std::unique_ptr<unsigned char, unmap>(static_cast<unsigned char*>(p), unmap{len});
-    data_ = storage_.get();
+    data_ = storage_.get() + offset;
     bytes_ = bytes;
   }
 
@@ -194,12 +212,13 @@ class tapped_tcp_transport {
  public:
   using transport_concept = transport_tag;
 
+  // Frames are read ahead (read_ahead.hpp): up to two wait while one is verified and written.
   tapped_tcp_transport(std::shared_ptr<asio_tcp_transport> link, std::shared_ptr<version_header_tap> tap)
-      : link_(std::move(link)), tap_(std::move(tap)) {}
+      : link_(link), ahead_(std::make_shared<read_ahead>(std::move(link), 2)), tap_(std::move(tap)) {}
 
   void send(std::span<const std::byte> frame) { link_->send(frame); }
   bool receive(std::vector<std::byte>& frame) {
-    const bool got = link_->receive(frame);
+    const bool got = ahead_->receive(frame);
     if (got && sync::type_of(frame) == sync::message_type::version_begin) {
       patch_prologue pro;
       tap_->valid = parse_patch_prologue(sync::body_of(frame), pro).ok();
@@ -213,6 +232,7 @@ class tapped_tcp_transport {
 
  private:
   std::shared_ptr<asio_tcp_transport> link_;
+  std::shared_ptr<read_ahead> ahead_;
   std::shared_ptr<version_header_tap> tap_;
 };
 
@@ -255,7 +275,7 @@ class puller {
   }
 
  private:
-  using receiver_type = sync::receiver<detail_pull::tapped_tcp_transport>;
+  using receiver_type = sync::receiver<detail_pull::tapped_tcp_transport, pull_sink>;
 
   struct local_state {
     std::optional<detail_pull::weights_image> image;
@@ -313,6 +333,37 @@ class puller {
       img.write(out_);
       detail_pull::write_sidecar(sidecar_, {version, checksum, img.layout().hash(), header_hash(img.header()),
                                              img.header().size() + img.data().size()},
+                                 server_.text());
+    } catch (const sparsesync::error& e) {
+      throw failure(exit_io, std::string("cannot write OUT: ") + e.what());
+    }
+  }
+
+  // Commits a version that a full transfer wrote to `file` (its tensors at `data_offset`): the header goes in
+  // front of them, where the catalog's header had the same length (nearly always); else the tensors are
+  // copied into a new file behind the version's header.
+  void commit_file(const detail_pull::weights_image& img, tools::atomic_temp_file& file, std::uint64_t data_offset, std::uint64_t version,
+                   std::uint64_t checksum) {
+    try {
+      const auto header = img.header();
+      if (header.size() == data_offset) {
+        if (::pwrite(file.fd(), header.data(), header.size(), 0) != static_cast<ssize_t>(header.size()))
+          throw error(errc::io, out_.string() + ": cannot write the header: " + std::strerror(errno));
+        file.commit();
+      } else {
+        tools::write_file_atomic(out_, [&](tools::file_sink& sink) {
+          sink.write(header);
+          std::vector<unsigned char> buf(std::size_t{1} << 20);
+          for (std::uint64_t at = 0; at < img.data().size();) {
+            const auto n = static_cast<std::size_t>(std::min<std::uint64_t>(buf.size(), img.data().size() - at));
+            const ssize_t r = ::pread(file.fd(), buf.data(), n, static_cast<off_t>(data_offset + at));
+            if (r <= 0) throw error(errc::io, out_.string() + ": cannot read back the received tensors");
+            sink.write(buf.data(), static_cast<std::size_t>(r));
+            at += static_cast<std::uint64_t>(r);
+          }
+        });
+      }
+      detail_pull::write_sidecar(sidecar_, {version, checksum, img.layout().hash(), header_hash(header), header.size() + img.data().size()},
                                  server_.text());
     } catch (const sparsesync::error& e) {
       throw failure(exit_io, std::string("cannot write OUT: ") + e.what());
@@ -422,7 +473,18 @@ class puller {
     ro.version = local.version;
     auto tap = std::make_shared<detail_pull::version_header_tap>();
     const auto views = image.views();
-    receiver_type rx(described.layout, views, detail_pull::tapped_tcp_transport(link, tap), ro);
+    receiver_type rx(described.layout, pull_sink(views), detail_pull::tapped_tcp_transport(link, tap), ro);
+    // An image that holds nothing takes a full transfer: written straight to OUT's temporary file.
+    std::optional<tools::atomic_temp_file> out_file;
+    const std::uint64_t file_data_offset = image.header().size();
+    if (!same_layout) {
+      try {
+        out_file.emplace(out_);
+      } catch (const sparsesync::error& e) {
+        throw failure(exit_io, std::string("cannot write OUT: ") + e.what());
+      }
+      rx.sink().to_file(out_file->fd(), out_file->temp_path(), file_data_offset, image.mutable_data());
+    }
     const std::uint64_t target = std::max(cat.version, rx.sender_version());
     log("connected to " + server_.text() + " (" + (link->encrypted() ? "TLS" : link->authenticated() ? "authenticated" : "UNAUTHENTICATED") +
         "); newest version " + std::to_string(target) + ", OUT holds " +
@@ -458,7 +520,14 @@ class puller {
       if (!h.ok || h.layout.hash() != described.layout.hash())
         throw failure(exit_bad_patch, "version " + std::to_string(v->version) + "'s header does not describe the received tensors");
       image.set_header(std::vector<unsigned char>(ref.stored.begin(), ref.stored.end()));
-      commit(image, v->version, v->checksum);
+      const bool filed = rx.sink().wrote_file();
+      if (filed) {
+        commit_file(image, *out_file, file_data_offset, v->version, v->checksum);
+        out_file.reset();
+        rx.sink().to_memory();
+      } else {
+        commit(image, v->version, v->checksum);
+      }
       const double write_s = std::chrono::duration<double>(clock::now() - written).count();
       ++received;
       if (!args_.quiet) {
@@ -471,6 +540,17 @@ class puller {
       if (!args_.follow && rx.version() >= target) {
         rx.close();
         return true;
+      }
+      if (filed) {
+        // More versions follow, as patches against the image: it takes the version back from OUT, checked
+        // (OUT could have been changed in between: the image must be exactly the version acknowledged).
+        try {
+          image.reload(out_);
+        } catch (const sparsesync::error& e) {
+          throw failure(exit_io, std::string("cannot read OUT back: ") + e.what());
+        }
+        if (image.checksum() != v->checksum)
+          throw failure(exit_network, "OUT changed while pull was writing it (its tensors are not the version just received); starting over");
       }
     }
   }

@@ -20,6 +20,10 @@
 
 #include <sys/stat.h>
 
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
+
 #include <chrono>
 #include <cinttypes>
 #include <condition_variable>
@@ -439,6 +443,18 @@ class checkpoint_server {
   newest_version newest_;
 };
 
+// Full transfers are sent as bucket-sized frames (16 MiB by default), a few alive at a time. glibc would hand
+// each new one fresh pages (its heap top is trimmed, or the block mmapped, once one is freed): on the VMs
+// measured, every fresh page costs a fault and clearing, ~0.15 s of the sending thread per GiB sent
+// (bench/results/full-transfer.md). Freed frames stay in the heap for the next; blocks above 64 MiB (the
+// snapshot) are still mapped and returned whole.
+inline void keep_frame_memory() {
+#if defined(__GLIBC__)
+  (void)::mallopt(M_MMAP_THRESHOLD, 64 << 20);
+  (void)::mallopt(M_TRIM_THRESHOLD, 128 << 20);
+#endif
+}
+
 int run_serve(const serve_args& a) {
   const auto mode = parse_value_mode(a.values);
   if (!mode) throw failure(exit_usage, "--values must be absolute or ulp, not '" + a.values + "'");
@@ -454,6 +470,7 @@ int run_serve(const serve_args& a) {
   options.receive_timeout = std::chrono::seconds(a.peer_timeout_s);
   // A burst of pullers (a fleet starting) must queue in the kernel, not be refused: handshakes run in parallel.
   options.listen_backlog = 4096;
+  keep_frame_memory();
   signal_guard signals;  // before the first thread (the listener's) starts
   int rc = exit_ok;
   visit_selection(a.encoder, [&]<class Sel>() {

@@ -8,6 +8,7 @@
 
 #include <sparsesync/codec/bitmap.hpp>
 #include <sparsesync/core/hash.hpp>
+#include <sparsesync/core/hash_x86.hpp>
 #include <sparsesync/core/little_endian.hpp>
 #include <sparsesync/format/diff_scan.hpp>
 #include <sparsesync/format/model_access.hpp>
@@ -29,16 +30,10 @@ struct bucket_checksums {
 namespace detail {
 
 // Adds the content checksums of `count` elements at flat index `first` to `sums`: of the zero model (base)
-// and of `bits` (target), in one loop (two independent hashes per element keep the multiplier busy).
+// and of `bits` (target), in one pass (eight elements at a time where the CPU has AVX-512: hash_x86.hpp).
 template <element_word W>
 void add_dense_checksums(const W* bits, std::uint64_t count, std::uint64_t first, bucket_checksums& sums) {
-  std::uint64_t b = 0, t = 0;
-  for (std::uint64_t i = 0; i < count; ++i) {
-    b += element_hash(first + i, 0);
-    t += element_hash(first + i, bits[i]);
-  }
-  sums.base += b;
-  sums.target += t;
+  add_zero_and_content_checksums(bits, count, first, sums.base, sums.target);
 }
 
 // ORs the 64 bits of `m` into the bit array at `p`, starting at bit `bit` (LSB first). Touches 9 bytes from

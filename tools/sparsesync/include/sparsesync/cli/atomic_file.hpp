@@ -190,59 +190,80 @@ class file_sink {
   std::uint64_t written_ = 0;
 };
 
+// The temporary of one atomic replacement of `path`, created empty in its directory and listed for the
+// signal handler: written through fd() by whatever means suits the writer (write(), pwrite() at any offset),
+// then commit() makes it `path`. Destroyed without commit(), it is removed.
+class atomic_temp_file {
+ public:
+  explicit atomic_temp_file(std::filesystem::path path)
+      : path_(std::move(path)), dir_(path_.has_parent_path() ? path_.parent_path() : std::filesystem::path(".")) {
+    (void)remove_stale_temps(path_);
+    temp_ = (dir_ / ("." + path_.filename().string() + ".tmp." + detail::temp_host_tag() + "." + std::to_string(::getpid()) + ".XXXXXX"))
+                .string();
+    // Blocked while the temporary is created and listed, so that a signal handler never misses it.
+    sigset_t block, old;
+    sigemptyset(&block);
+    sigaddset(&block, SIGINT);
+    sigaddset(&block, SIGTERM);
+    ::pthread_sigmask(SIG_BLOCK, &block, &old);
+    fd_ = ::mkostemp(temp_.data(), O_CLOEXEC);
+    const int create_errno = errno;
+    slot_ = fd_ >= 0 ? detail::pending_temps::get().add(temp_) : detail::pending_temps::slots;
+    ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
+    if (fd_ < 0) detail::throw_io(path_, "cannot create a temporary file in " + dir_.string(), create_errno);
+  }
+  atomic_temp_file(const atomic_temp_file&) = delete;
+  atomic_temp_file& operator=(const atomic_temp_file&) = delete;
+  ~atomic_temp_file() {
+    if (fd_ >= 0) ::close(fd_);
+    if (!committed_) ::unlink(temp_.c_str());
+    detail::pending_temps::get().remove(slot_);
+  }
+
+  [[nodiscard]] int fd() const noexcept { return fd_; }
+  [[nodiscard]] const std::string& temp_path() const noexcept { return temp_; }
+  [[nodiscard]] const std::filesystem::path& target() const noexcept { return path_; }
+
+  // Makes the temporary `path`: an existing target's permission bits are kept (a new file gets 0666 & ~umask),
+  // the bytes are fsynced, the temporary renamed over the target, and the rename made durable.
+  void commit() {
+    if (committed_ || fd_ < 0) throw error(errc::invalid_argument, "atomic_temp_file: commit() twice");
+    struct stat existing {};
+    const mode_t mode = (::stat(path_.c_str(), &existing) == 0 && S_ISREG(existing.st_mode)) ? (existing.st_mode & 07777)
+                                                                                            : detail::new_file_mode();
+    if (::fchmod(fd_, mode) != 0) detail::throw_io(path_, "cannot set permissions of the temporary file", errno);
+    if (::fsync(fd_) != 0) detail::throw_io(path_, "fsync failed", errno);
+    const int fd = fd_;
+    fd_ = -1;
+    if (::close(fd) != 0) detail::throw_io(path_, "close failed", errno);
+    if (::rename(temp_.c_str(), path_.c_str()) != 0) detail::throw_io(path_, "cannot rename the temporary file over the target", errno);
+    committed_ = true;
+    // Make the rename itself durable. Best effort: the new file is complete either way, and some
+    // filesystems refuse fsync on directories.
+    const int dfd = ::open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd >= 0) {
+      (void)::fsync(dfd);
+      ::close(dfd);
+    }
+  }
+
+ private:
+  std::filesystem::path path_, dir_;
+  std::string temp_;
+  int fd_ = -1;
+  std::size_t slot_ = detail::pending_temps::slots;
+  bool committed_ = false;
+};
+
 // Replaces `path` with what `produce` writes to the sink. An existing target's permission bits are kept;
 // a new file gets 0666 & ~umask. If `produce` throws, or any step fails, nothing is left at `path` that was
 // not there before and the temporary is gone. A symlink at `path` is replaced, not followed.
 inline void write_file_atomic(const std::filesystem::path& path, const std::function<void(file_sink&)>& produce) {
-  const std::filesystem::path dir = path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
-  (void)remove_stale_temps(path);
-  std::string temp = (dir / ("." + path.filename().string() + ".tmp." + detail::temp_host_tag() + "." + std::to_string(::getpid()) +
-                             ".XXXXXX")).string();
-  // Blocked while the temporary is created and listed, so that a signal handler never misses it.
-  sigset_t block, old;
-  sigemptyset(&block);
-  sigaddset(&block, SIGINT);
-  sigaddset(&block, SIGTERM);
-  ::pthread_sigmask(SIG_BLOCK, &block, &old);
-  const int fd = ::mkostemp(temp.data(), O_CLOEXEC);
-  const int create_errno = errno;
-  const std::size_t slot = fd >= 0 ? detail::pending_temps::get().add(temp) : detail::pending_temps::slots;
-  ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
-  if (fd < 0) detail::throw_io(path, "cannot create a temporary file in " + dir.string(), create_errno);
-
-  struct cleanup {
-    int fd;
-    const std::string& temp;
-    std::size_t slot;
-    bool committed = false;
-    ~cleanup() {
-      if (fd >= 0) ::close(fd);
-      if (!committed) ::unlink(temp.c_str());
-      detail::pending_temps::get().remove(slot);
-    }
-  } guard{fd, temp, slot};
-
-  file_sink sink(fd, path);
+  atomic_temp_file temp(path);
+  file_sink sink(temp.fd(), path);
   produce(sink);
   sink.flush();
-
-  struct stat existing {};
-  const mode_t mode = (::stat(path.c_str(), &existing) == 0 && S_ISREG(existing.st_mode)) ? (existing.st_mode & 07777)
-                                                                                          : detail::new_file_mode();
-  if (::fchmod(fd, mode) != 0) detail::throw_io(path, "cannot set permissions of the temporary file", errno);
-  if (::fsync(fd) != 0) detail::throw_io(path, "fsync failed", errno);
-  guard.fd = -1;
-  if (::close(fd) != 0) detail::throw_io(path, "close failed", errno);
-  if (::rename(temp.c_str(), path.c_str()) != 0) detail::throw_io(path, "cannot rename the temporary file over the target", errno);
-  guard.committed = true;
-
-  // Make the rename itself durable. Best effort: the new file is complete either way, and some
-  // filesystems refuse fsync on directories.
-  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    (void)::fsync(dfd);
-    ::close(dfd);
-  }
+  temp.commit();
 }
 
 // Replaces `path` with the concatenation of `pieces`.

@@ -1,0 +1,122 @@
+// element_hash (hash.hpp) eight elements at a time with AVX-512, for the loops that hash every element of a
+// full transfer: the same values, bit for bit, as the scalar function (tests/core/hash_test.cpp). x86-64
+// builds by GCC or Clang only (not nvcc, whose front end does not take these intrinsics); used where the CPU
+// has AVX-512 F, DQ and BW, checked once at run time, so the binary still runs anywhere.
+//
+// The scalar hash spends its time in two 64-bit multiplies per element (the 128-bit product of XXH3's 9-16
+// byte path and the avalanche), on one multiplier. Here the 128-bit product is four 32x32 multiplies per lane;
+// an element's bits are below 2^32, so the high half of XXH3's `hi` word is a constant and two of the four
+// products are shared by the zero model's hash and the target's at the same index.
+#pragma once
+
+#include <sparsesync/core/hash.hpp>
+
+#include <cstdint>
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(__CUDACC__)
+#include <immintrin.h>
+#define SPARSESYNC_HASH_AVX512 1
+#endif
+
+SPARSESYNC_NS_BEGIN
+namespace detail {
+
+#if SPARSESYNC_HASH_AVX512
+#define SPARSESYNC_AVX512_TARGET __attribute__((target("avx512f,avx512dq,avx512bw")))
+
+inline bool cpu_has_avx512_hash() {
+  static const bool has = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512bw");
+  }();
+  return has;
+}
+
+// The fold (low ^ high 64 bits) of the 128-bit products a * b per lane, given the shared partial products
+// a * b_hi (p01) and a_hi * b_hi (p11) (b_hi: b's high 32 bits, the same for every lane).
+SPARSESYNC_AVX512_TARGET inline __m512i fold_product(__m512i a, __m512i a_hi, __m512i b, __m512i p01, __m512i p11) {
+  const __m512i m32 = _mm512_set1_epi64(0xFFFFFFFF);
+  const __m512i p00 = _mm512_mul_epu32(a, b);
+  const __m512i p10 = _mm512_mul_epu32(a_hi, b);
+  const __m512i mid = _mm512_add_epi64(_mm512_add_epi64(_mm512_srli_epi64(p00, 32), _mm512_and_si512(p01, m32)), _mm512_and_si512(p10, m32));
+  const __m512i high = _mm512_add_epi64(_mm512_add_epi64(p11, _mm512_srli_epi64(p01, 32)),
+                                        _mm512_add_epi64(_mm512_srli_epi64(p10, 32), _mm512_srli_epi64(mid, 32)));
+  const __m512i low = _mm512_or_si512(_mm512_slli_epi64(mid, 32), _mm512_and_si512(p00, m32));
+  return _mm512_xor_si512(low, high);
+}
+
+// XXH3's 9-16 byte avalanche.
+SPARSESYNC_AVX512_TARGET inline __m512i xxh3_avalanche(__m512i acc) {
+  acc = _mm512_xor_si512(acc, _mm512_srli_epi64(acc, 37));
+  acc = _mm512_mullo_epi64(acc, _mm512_set1_epi64(static_cast<long long>(0x165667919E3779F9ULL)));
+  return _mm512_xor_si512(acc, _mm512_srli_epi64(acc, 32));
+}
+
+// Eight words of `bits` zero-extended to 64-bit lanes.
+template <class W>
+SPARSESYNC_AVX512_TARGET inline __m512i load8_widened(const W* bits) {
+  if constexpr (sizeof(W) == 1) return _mm512_cvtepu8_epi64(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(bits)));
+  else if constexpr (sizeof(W) == 2) return _mm512_cvtepu16_epi64(_mm_loadu_si128(reinterpret_cast<const __m128i*>(bits)));
+  else return _mm512_cvtepu32_epi64(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(bits)));
+}
+
+// Adds sum over i < n of element_hash(first + i, 0) to `zero` and of element_hash(first + i, bits[i]) to
+// `target`, for the first n - n % 8 elements; returns how many it hashed.
+template <class W>
+SPARSESYNC_AVX512_TARGET std::uint64_t dense_checksums_avx512(const W* bits, std::uint64_t n, std::uint64_t first, std::uint64_t& zero,
+                                                              std::uint64_t& target) {
+  static_assert(sizeof(W) <= 4, "an element's bits must fit in 32 bits (the high half of `hi` is then constant)");
+  constexpr std::uint64_t bitflip1 = xxh3_secret_24 ^ xxh3_secret_32;
+  constexpr std::uint64_t bitflip2 = xxh3_secret_40 ^ xxh3_secret_48;
+  const __m512i flip1 = _mm512_set1_epi64(static_cast<long long>(bitflip1));
+  const __m512i flip2 = _mm512_set1_epi64(static_cast<long long>(bitflip2));
+  const __m512i flip2_hi = _mm512_set1_epi64(static_cast<long long>(bitflip2 >> 32));
+  const __m512i zero_add = _mm512_set1_epi64(static_cast<long long>(16 + bitflip2));  // 16 + hi for bits 0
+  const __m512i sixteen = _mm512_set1_epi64(16);
+  // Reverses the bytes of each 64-bit lane (vpshufb works within 128-bit lanes).
+  const __m512i bswap = _mm512_broadcast_i32x4(_mm_setr_epi8(7, 6, 5, 4, 3, 2, 1, 0, 15, 14, 13, 12, 11, 10, 9, 8));
+  const __m512i step = _mm512_set1_epi64(8);
+  __m512i index = _mm512_add_epi64(_mm512_set1_epi64(static_cast<long long>(first)), _mm512_setr_epi64(0, 1, 2, 3, 4, 5, 6, 7));
+  __m512i zsum = _mm512_setzero_si512(), tsum = _mm512_setzero_si512();
+  const std::uint64_t whole = n - n % 8;
+  for (std::uint64_t i = 0; i < whole; i += 8) {
+    const __m512i lo = _mm512_xor_si512(index, flip1);
+    const __m512i lo_hi = _mm512_srli_epi64(lo, 32);
+    const __m512i swapped = _mm512_shuffle_epi8(lo, bswap);
+    const __m512i p01 = _mm512_mul_epu32(lo, flip2_hi);
+    const __m512i p11 = _mm512_mul_epu32(lo_hi, flip2_hi);
+    // The zero model: hi = bitflip2.
+    const __m512i zf = fold_product(lo, lo_hi, flip2, p01, p11);
+    zsum = _mm512_add_epi64(zsum, xxh3_avalanche(_mm512_add_epi64(_mm512_add_epi64(swapped, zero_add), zf)));
+    // The target: hi = bits ^ bitflip2, whose high 32 bits are bitflip2's.
+    const __m512i hi = _mm512_xor_si512(load8_widened(bits + i), flip2);
+    const __m512i tf = fold_product(lo, lo_hi, hi, p01, p11);
+    tsum = _mm512_add_epi64(tsum, xxh3_avalanche(_mm512_add_epi64(_mm512_add_epi64(swapped, _mm512_add_epi64(hi, sixteen)), tf)));
+    index = _mm512_add_epi64(index, step);
+  }
+  zero += static_cast<std::uint64_t>(_mm512_reduce_add_epi64(zsum));
+  target += static_cast<std::uint64_t>(_mm512_reduce_add_epi64(tsum));
+  return whole;
+}
+#undef SPARSESYNC_AVX512_TARGET
+#endif
+
+// Adds the content checksums of `count` elements at flat index `first` to `zero` (of the all-zero model) and
+// `target` (of `bits`): sum of element_hash(first + i, 0) and of element_hash(first + i, bits[i]).
+template <class W>
+void add_zero_and_content_checksums(const W* bits, std::uint64_t count, std::uint64_t first, std::uint64_t& zero, std::uint64_t& target) {
+  std::uint64_t done = 0;
+#if SPARSESYNC_HASH_AVX512
+  if (count >= 8 && cpu_has_avx512_hash()) done = dense_checksums_avx512<W>(bits, count, first, zero, target);
+#endif
+  std::uint64_t z = 0, t = 0;
+  for (std::uint64_t i = done; i < count; ++i) {
+    z += element_hash(first + i, 0);
+    t += element_hash(first + i, bits[i]);
+  }
+  zero += z;
+  target += t;
+}
+
+}  // namespace detail
+SPARSESYNC_NS_END
