@@ -23,35 +23,65 @@ SPARSESYNC_NS_BEGIN
 
 namespace detail {
 
+// The host's index of an element's class: its bits above the class field's low end, sign included (at most
+// 512 values), so that a table lookup replaces the mask; key & (class_count - 1) is the raw class.
+template <element_word W>
+inline constexpr unsigned entropy_key_count = 1u << (8 * sizeof(W) - entropy_params::class_shift<W>);
+inline constexpr unsigned entropy_max_keys = 512;
+
+template <element_word W>
+unsigned entropy_key_of(W bits) {
+  return static_cast<unsigned>(bits) >> entropy_params::class_shift<W>;  // (a 32-bit shift: no 16-bit partial register)
+}
+
 // A chunk's groups of raw classes, formed from its base alone, so encoder and decoder agree on them.
 struct entropy_groups {
   std::array<std::uint8_t, 256> of_class{};  // raw class -> group (classes absent from the base: unused)
+  std::array<std::uint8_t, entropy_max_keys> of_key{};  // the same by entropy_key_of
   std::array<std::uint32_t, 256> size{};     // elements of each group
   unsigned count = 0;
 };
 
+// A chunk's base is counted and walked as `entropy_lanes` parts, lane l being [l * (n / L), (l + 1) * (n / L))
+// and the last one taking the rest: independent counter sets keep runs of one class from waiting on one
+// counter (an increment in memory waits for the one before it), and the decoder's walk reuses each lane's
+// counts to place the lane's changes on its own.
+inline constexpr unsigned entropy_lanes = 4;
+using entropy_lane_counts = std::array<std::array<std::uint32_t, entropy_max_keys>, entropy_lanes>;
+
+template <element_word W>
+void entropy_count_classes(std::span<const W> base, entropy_lane_counts& h) {
+  constexpr unsigned L = entropy_lanes;
+  for (auto& c : h) std::fill_n(c.begin(), entropy_key_count<W>, 0u);
+  const std::size_t n = base.size(), q = n / L;
+  const W* const b = base.data();
+  for (std::size_t i = 0; i < q; ++i) {
+    const W* p = b + i;
+    for (unsigned l = 0; l < L; ++l) ++h[l][entropy_key_of(p[l * q])];
+  }
+  for (std::size_t i = L * q; i < n; ++i) ++h[L - 1][entropy_key_of(b[i])];
+}
+
+// Elements of raw class c in lane l.
+template <element_word W>
+std::uint32_t entropy_class_count(const entropy_lane_counts& h, unsigned l, unsigned c) {
+  std::uint32_t s = 0;
+  for (unsigned k = c; k < entropy_key_count<W>; k += entropy_params::class_count<W>) s += h[l][k];
+  return s;
+}
+
 // Classes in increasing order (empty ones skipped) join the open group, which closes once it holds at least
 // max(1, numel >> group_shift) elements; a last group that stays smaller joins the one before it.
 template <element_word W>
-entropy_groups make_entropy_groups(std::span<const W> base) {
+entropy_groups entropy_groups_of(const entropy_lane_counts& h, std::size_t n) {
   constexpr unsigned classes = entropy_params::class_count<W>;
-  // Four histograms, so that runs of one class do not wait on one counter.
-  std::array<std::array<std::uint32_t, classes>, 4> h{};
-  const std::size_t n = base.size();
-  std::size_t i = 0;
-  for (; i + 4 <= n; i += 4) {
-    ++h[0][entropy_params::class_of(base[i])];
-    ++h[1][entropy_params::class_of(base[i + 1])];
-    ++h[2][entropy_params::class_of(base[i + 2])];
-    ++h[3][entropy_params::class_of(base[i + 3])];
-  }
-  for (; i < n; ++i) ++h[0][entropy_params::class_of(base[i])];
   const std::uint32_t min_size = std::max<std::uint32_t>(1, static_cast<std::uint32_t>(n >> entropy_params::group_shift));
   entropy_groups g;
   std::uint32_t open = 0;
   unsigned open_from = 0;
   for (unsigned c = 0; c < classes; ++c) {
-    const std::uint32_t s = h[0][c] + h[1][c] + h[2][c] + h[3][c];
+    std::uint32_t s = 0;
+    for (unsigned l = 0; l < entropy_lanes; ++l) s += entropy_class_count<W>(h, l, c);
     if (s == 0) continue;
     if (open == 0) open_from = c;
     g.of_class[c] = static_cast<std::uint8_t>(g.count);
@@ -69,12 +99,20 @@ entropy_groups make_entropy_groups(std::span<const W> base) {
       g.size[g.count - 1] += open;
     }
   }
+  for (unsigned k = 0; k < entropy_key_count<W>; ++k) g.of_key[k] = g.of_class[k & (classes - 1)];
   return g;
 }
 
 template <element_word W>
+entropy_groups make_entropy_groups(std::span<const W> base) {
+  entropy_lane_counts h;
+  entropy_count_classes<W>(base, h);
+  return entropy_groups_of<W>(h, base.size());
+}
+
+template <element_word W>
 unsigned entropy_group_of(const entropy_groups& g, W bits) {
-  return g.of_class[entropy_params::class_of(bits)];
+  return g.of_key[entropy_key_of(bits)];
 }
 
 // For each change: its group, and its rank among the group's elements (how many of them precede it).
@@ -192,15 +230,29 @@ void entropy_fit(entropy_class_plan& p, value_mode mode, std::span<const W> valu
   p.bits = bits;
 }
 
+// Buffers that encode and decode reuse from chunk to chunk (one set per thread): a chunk's plan, the fitted
+// plan a decoder compares it with, ranks and class counts.
+struct entropy_scratch {
+  entropy_class_plan plan, fit;
+  std::vector<std::uint32_t> rank;
+  entropy_lane_counts counts;
+};
+
+inline entropy_scratch& entropy_thread_scratch() {
+  static thread_local entropy_scratch s;
+  return s;
+}
+
 // The class body's plan for a chunk's changes and base.
 template <element_word W>
 void entropy_plan_classes(entropy_class_plan& p, value_mode mode, std::span<const W> base, std::span<const std::uint32_t> positions,
-                          std::span<const W> values) {
-  p.groups = make_entropy_groups<W>(base);
+                          std::span<const W> values, entropy_scratch& s) {
+  entropy_count_classes<W>(base, s.counts);
+  p.groups = entropy_groups_of<W>(s.counts, base.size());
   p.group_of_change.resize(positions.size());
-  std::vector<std::uint32_t> rank(positions.size());
-  entropy_rank_changes<W>(p.groups, base, positions, p.group_of_change.data(), rank.data());
-  entropy_fit<W>(p, mode, values, rank.data());
+  s.rank.resize(positions.size());
+  entropy_rank_changes<W>(p.groups, base, positions, p.group_of_change.data(), s.rank.data());
+  entropy_fit<W>(p, mode, values, s.rank.data());
 }
 
 }  // namespace detail
@@ -215,8 +267,9 @@ struct entropy {
   static void encode(const chunk_changes<W>& in, std::vector<unsigned char>& out) {
     if (in.positions.empty()) return;
     const auto fallback = rice::plan(in);
-    detail::entropy_class_plan p;
-    detail::entropy_plan_classes<W>(p, in.mode, in.base.first(in.numel), in.positions, in.values);
+    auto& s = detail::entropy_thread_scratch();
+    auto& p = s.plan;
+    detail::entropy_plan_classes<W>(p, in.mode, in.base.first(in.numel), in.positions, in.values, s);
     // The class body only where it is strictly smaller (ties keep rice's data, which needs no base).
     if (p.bytes() >= 1 + fallback.bytes) {
       out.push_back(static_cast<unsigned char>(entropy_params::tag_rice));
@@ -230,8 +283,9 @@ struct entropy {
   template <element_word W>
   static std::size_t encoded_size(const chunk_changes<W>& in) {
     if (in.positions.empty()) return 0;
-    detail::entropy_class_plan p;
-    detail::entropy_plan_classes<W>(p, in.mode, in.base.first(in.numel), in.positions, in.values);
+    auto& s = detail::entropy_thread_scratch();
+    auto& p = s.plan;
+    detail::entropy_plan_classes<W>(p, in.mode, in.base.first(in.numel), in.positions, in.values, s);
     return std::min(p.bytes(), 1 + rice::plan(in).bytes);
   }
 
@@ -250,6 +304,64 @@ struct entropy {
   }
 
  private:
+  // Positions from each change's group and rank (`rank`, by group as p.first says): walks the chunk counting
+  // down each group's elements to its next change. Each lane of the chunk (entropy_count_classes' lanes, whose
+  // counts tell each group's first rank in it) is walked on its own, all in one loop: a group's countdown then
+  // waits only on its own lane's last step, not on the element before. Fills p.group_of_change; the ranks of
+  // each group must lie below its size.
+  template <element_word W>
+  static void place_changes(detail::entropy_class_plan& p, const detail::entropy_lane_counts& counts, std::span<const W> base,
+                            const std::vector<std::uint32_t>& rank, std::uint32_t changes, std::vector<std::uint32_t>& positions) {
+    constexpr unsigned L = detail::entropy_lanes;
+    const unsigned groups = p.groups.count;
+    constexpr unsigned classes = entropy_params::class_count<W>;
+    positions.resize(changes);
+    p.group_of_change.resize(changes);
+    // Per lane: each group's next change (index into rank), where its changes in the lane end, and a countdown
+    // of its elements up to and including the next change (when none is left it starts at 2^32 - 1, more
+    // than a chunk holds, so it never reaches 0).
+    constexpr std::uint32_t none = ~std::uint32_t{0};
+    std::array<std::array<std::uint32_t, 256>, L> cursor, last, countdown;
+    std::array<std::uint32_t, 256> in_group{}, start{};  // elements of a group in one lane; its first rank there
+    std::array<std::uint32_t, L> at{};                   // where each lane's next change goes in positions
+    std::uint32_t placed = 0;
+    for (unsigned g = 0; g < groups; ++g) cursor[0][g] = p.first[g];
+    for (unsigned l = 0; l < L; ++l) {
+      at[l] = placed;
+      in_group.fill(0);
+      for (unsigned c = 0; c < classes; ++c) in_group[p.groups.of_class[c]] += detail::entropy_class_count<W>(counts, l, c);
+      for (unsigned g = 0; g < groups; ++g) {
+        const std::uint32_t end_rank = start[g] + in_group[g];
+        std::uint32_t e = cursor[l][g];
+        while (e < p.first[g + 1] && rank[e] < end_rank) ++e;
+        last[l][g] = e;
+        countdown[l][g] = cursor[l][g] < e ? rank[cursor[l][g]] - start[g] + 1 : none;
+        if (l + 1 < L) cursor[l + 1][g] = e;
+        placed += e - cursor[l][g];
+        start[g] = end_rank;
+      }
+    }
+    const std::size_t n = base.size(), q = n / L;
+    std::uint32_t* const pos = positions.data();
+    std::uint8_t* const grp = p.group_of_change.data();
+    const std::uint32_t* const rk = rank.data();
+    const W* const b = base.data();
+    const auto& of_key = p.groups.of_key;
+    auto step = [&](unsigned l, std::size_t i) {
+      const unsigned g = of_key[detail::entropy_key_of(b[i])];
+      // One decrement in memory whose zero flag says "here"; the common case falls through.
+      if (--countdown[l][g] != 0) [[likely]]
+        return;
+      pos[at[l]] = static_cast<std::uint32_t>(i);
+      grp[at[l]++] = static_cast<std::uint8_t>(g);
+      const std::uint32_t e = ++cursor[l][g];
+      countdown[l][g] = e < last[l][g] ? rk[e] - rk[e - 1] : none;
+    };
+    for (std::size_t i = 0; i < q; ++i)
+      for (unsigned l = 0; l < L; ++l) step(l, l * q + i);
+    for (std::size_t i = L * q; i < n; ++i) step(L - 1, i);
+  }
+
   template <element_word W>
   static void write_classes(const chunk_changes<W>& in, const detail::entropy_class_plan& p, std::vector<unsigned char>& out) {
     constexpr unsigned value_bits = 8 * sizeof(W);
@@ -291,8 +403,9 @@ struct entropy {
                                 std::vector<std::uint32_t>& positions, std::vector<W>& values) {
     // rice::decode also refuses parameters other than rice's fitted ones (FORMAT.md §3.4.1, tag 0).
     if (auto s = rice::decode<W>(data.subspan(1), ctx, positions, values); !s) return s.prefix("entropy (rice body)");
-    detail::entropy_class_plan p;
-    detail::entropy_plan_classes<W>(p, ctx.mode, base, positions, values);
+    auto& s = detail::entropy_thread_scratch();
+    auto& p = s.plan;
+    detail::entropy_plan_classes<W>(p, ctx.mode, base, positions, values, s);
     if (p.bytes() < data.size()) return {errc::non_canonical, "entropy: the class body is smaller than the rice body sent"};
     return {};
   }
@@ -301,8 +414,10 @@ struct entropy {
   static status decode_classes(std::span<const unsigned char> data, const chunk_context<W>& ctx, std::span<const W> base,
                                std::vector<std::uint32_t>& positions, std::vector<W>& values) {
     constexpr unsigned value_bits = 8 * sizeof(W);
-    detail::entropy_class_plan p;
-    p.groups = detail::make_entropy_groups<W>(base);
+    auto& s = detail::entropy_thread_scratch();
+    auto& p = s.plan;
+    detail::entropy_count_classes<W>(base, s.counts);
+    p.groups = detail::entropy_groups_of<W>(s.counts, base.size());
     const unsigned groups = p.groups.count;
     detail::bit_reader r(data.data() + 1, data.data() + data.size());
     // Header: per group its change count, gap and value parameters.
@@ -318,6 +433,7 @@ struct entropy {
       }
       p.changes[g] = c;
       remaining -= c;
+      p.k_gap[g] = p.k_val[g] = 0;  // (the scratch plan holds the last chunk's)
       if (c > 0 && c < n) {
         p.k_gap[g] = static_cast<std::uint8_t>(r.get(detail::entropy_gap_k_bits(n)));
         if (p.k_gap[g] > detail::entropy_max_gap_k(n)) return {errc::malformed, "entropy: gap parameter out of range"};
@@ -334,12 +450,13 @@ struct entropy {
         if (p.changes[g] < p.groups.size[g]) least += p.changes[g];
       if (least > 8 * static_cast<std::uint64_t>(data.size())) return {errc::truncated, "entropy: gaps"};
     }
-    // Gaps, group by group; a wholly changed group has none.
-    p.gaps.resize(ctx.changes);
+    // Ranks within each group, group by group (a wholly changed group has no gaps: ranks 0, 1, ...).
+    auto& rank = s.rank;
+    rank.resize(ctx.changes);
     for (unsigned g = 0; g < groups; ++g) {
       const std::uint32_t n = p.groups.size[g], c = p.changes[g];
       if (c == n) {
-        std::fill(p.gaps.begin() + p.first[g], p.gaps.begin() + p.first[g + 1], 0u);
+        for (std::uint32_t i = 0; i < c; ++i) rank[p.first[g] + i] = i;
         continue;
       }
       const unsigned raw = detail::entropy_gap_raw_bits(n);
@@ -350,30 +467,11 @@ struct entropy {
           return {r.failed() ? errc::truncated : errc::non_canonical, "entropy: gap in group " + std::to_string(g)};
         next += gap;
         if (next >= n) return {errc::index_out_of_range, "entropy: change past the end of group " + std::to_string(g)};
-        p.gaps[i] = static_cast<std::uint32_t>(gap);
+        rank[i] = static_cast<std::uint32_t>(next);
         ++next;
       }
     }
-    // Positions: walk the chunk, counting each group's elements, until every change is placed.
-    positions.resize(ctx.changes);
-    p.group_of_change.resize(ctx.changes);
-    std::array<std::uint32_t, 256> skip{}, cursor{};
-    constexpr std::uint32_t none = ~std::uint32_t{0};
-    for (unsigned g = 0; g < groups; ++g) {
-      cursor[g] = p.first[g];
-      skip[g] = p.changes[g] > 0 ? p.gaps[p.first[g]] : none;
-    }
-    std::uint32_t placed = 0;
-    for (std::uint32_t i = 0; placed < ctx.changes; ++i) {  // the counts sum to `changes`, all below the sizes
-      const unsigned g = detail::entropy_group_of(p.groups, base[i]);
-      if (skip[g] != 0) {
-        --skip[g];
-        continue;
-      }
-      positions[placed] = i;
-      p.group_of_change[placed++] = static_cast<std::uint8_t>(g);
-      skip[g] = ++cursor[g] < p.first[g + 1] ? p.gaps[cursor[g]] : none;
-    }
+    place_changes<W>(p, s.counts, base, rank, ctx.changes, positions);
     // Values, in position order.
     values.resize(ctx.changes);
     if (ctx.mode == value_mode::ulp) {
@@ -391,20 +489,18 @@ struct entropy {
     }
     if (!r.at_padded_end()) return {errc::malformed, "entropy: trailing bits after the last value"};
     // Canonical: the parameters must be the fitted ones and the class body the smaller choice.
-    std::vector<std::uint32_t> rank(ctx.changes);
-    detail::entropy_class_plan fit;
+    // entropy_fit takes the ranks in position order; place_changes left them by group.
+    auto& fit = s.fit;
     fit.groups = p.groups;
-    fit.group_of_change = p.group_of_change;
+    fit.group_of_change.assign(p.group_of_change.begin(), p.group_of_change.end());
     {
-      std::array<std::uint32_t, 256> next{}, cur{};
+      auto& by_position = p.gaps;  // free now: the ranks in position order
+      by_position.resize(ctx.changes);
+      std::array<std::uint32_t, 256> cur{};
       for (unsigned g = 0; g < groups; ++g) cur[g] = p.first[g];
-      for (std::uint32_t j = 0; j < ctx.changes; ++j) {
-        const unsigned g = p.group_of_change[j];
-        rank[j] = next[g] + p.gaps[cur[g]++];
-        next[g] = rank[j] + 1;
-      }
+      for (std::uint32_t j = 0; j < ctx.changes; ++j) by_position[j] = rank[cur[p.group_of_change[j]]++];
+      detail::entropy_fit<W>(fit, ctx.mode, values, by_position.data());
     }
-    detail::entropy_fit<W>(fit, ctx.mode, values, rank.data());
     for (unsigned g = 0; g < groups; ++g)
       if (fit.k_gap[g] != p.k_gap[g] || fit.k_val[g] != p.k_val[g])
         return {errc::non_canonical, "entropy: group " + std::to_string(g) + " parameters are not the fitted ones"};
