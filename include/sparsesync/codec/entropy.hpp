@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <array>
 #include <bit>
+#include <cstring>
 #include <string>
 
 SPARSESYNC_NS_BEGIN
@@ -42,24 +43,46 @@ struct entropy_groups {
   unsigned count = 0;
 };
 
-// A chunk's base is counted and walked as `entropy_lanes` parts, lane l being [l * (n / L), (l + 1) * (n / L))
-// and the last one taking the rest: independent counter sets keep runs of one class from waiting on one
-// counter (an increment in memory waits for the one before it), and the decoder's walk reuses each lane's
-// counts to place the lane's changes on its own.
+// A chunk's base is counted and walked as `entropy_lanes` parts (entropy_lane_length): independent counter
+// sets keep runs of one class from waiting on one counter (an increment in memory waits for the one before
+// it), and the decoder's walk reuses each lane's counts to place the lane's changes on its own.
 inline constexpr unsigned entropy_lanes = 4;
 using entropy_lane_counts = std::array<std::array<std::uint32_t, entropy_max_keys>, entropy_lanes>;
 
+// Lane l is [l * q, (l + 1) * q), the last one [(L - 1) * q, n), with q a multiple of the elements in 8 bytes.
+template <element_word W>
+std::size_t entropy_lane_length(std::size_t n) {
+  constexpr std::size_t per_word = 8 / sizeof(W);
+  return n / (entropy_lanes * per_word) * per_word;
+}
+
+// Calls f(lane, index, key) for every element of base, each lane in increasing order, the lanes interleaved.
+// Each lane reads 8 bytes at a time (fewer loads: the walks are bound by them) on little-endian hosts.
+template <element_word W, class F>
+void entropy_for_each_key(std::span<const W> base, F&& f) {
+  constexpr unsigned L = entropy_lanes;
+  const std::size_t n = base.size(), q = entropy_lane_length<W>(n);
+  const W* const b = base.data();
+  if constexpr (std::endian::native == std::endian::little) {
+    constexpr unsigned per_word = 8 / sizeof(W), bits = 8 * sizeof(W);
+    for (std::size_t i = 0; i < q; i += per_word) {
+      std::array<std::uint64_t, L> v;
+      for (unsigned l = 0; l < L; ++l) std::memcpy(&v[l], b + l * q + i, 8);
+      for (unsigned t = 0; t < per_word; ++t)
+        for (unsigned l = 0; l < L; ++l)
+          f(l, l * q + i + t, static_cast<unsigned>(v[l] >> (bits * t + entropy_params::class_shift<W>)) & (entropy_key_count<W> - 1));
+    }
+  } else {
+    for (std::size_t i = 0; i < q; ++i)
+      for (unsigned l = 0; l < L; ++l) f(l, l * q + i, entropy_key_of(b[l * q + i]));
+  }
+  for (std::size_t i = L * q; i < n; ++i) f(L - 1, i, entropy_key_of(b[i]));
+}
+
 template <element_word W>
 void entropy_count_classes(std::span<const W> base, entropy_lane_counts& h) {
-  constexpr unsigned L = entropy_lanes;
   for (auto& c : h) std::fill_n(c.begin(), entropy_key_count<W>, 0u);
-  const std::size_t n = base.size(), q = n / L;
-  const W* const b = base.data();
-  for (std::size_t i = 0; i < q; ++i) {
-    const W* p = b + i;
-    for (unsigned l = 0; l < L; ++l) ++h[l][entropy_key_of(p[l * q])];
-  }
-  for (std::size_t i = L * q; i < n; ++i) ++h[L - 1][entropy_key_of(b[i])];
+  entropy_for_each_key<W>(base, [&](unsigned l, std::size_t, unsigned k) { ++h[l][k]; });
 }
 
 // Elements of raw class c in lane l.
@@ -115,27 +138,95 @@ unsigned entropy_group_of(const entropy_groups& g, W bits) {
   return g.of_key[entropy_key_of(bits)];
 }
 
-// For each change: its group, and its rank among the group's elements (how many of them precede it).
+// The encoder's one pass over a chunk's base: the class counts of entropy_count_classes and, for each change,
+// its key and how many elements of its own class (either sign) precede it in its lane. Groups are not known
+// yet (they follow from the counts), so ranks within groups come after (entropy_rank_changes).
 template <element_word W>
-void entropy_rank_changes(const entropy_groups& g, std::span<const W> base, std::span<const std::uint32_t> positions,
-                          std::uint8_t* group_of_change, std::uint32_t* rank) {
-  // Four lanes of counters again: an element's rank is the sum of its group's four counters.
-  std::array<std::array<std::uint32_t, 256>, 4> seen{};
-  std::uint32_t i = 0;
-  for (std::size_t j = 0; j < positions.size(); ++j) {
-    const std::uint32_t p = positions[j];
-    for (; i + 4 <= p; i += 4) {
-      ++seen[0][entropy_group_of(g, base[i])];
-      ++seen[1][entropy_group_of(g, base[i + 1])];
-      ++seen[2][entropy_group_of(g, base[i + 2])];
-      ++seen[3][entropy_group_of(g, base[i + 3])];
+void entropy_scan_changes(std::span<const W> base, std::span<const std::uint32_t> positions, entropy_lane_counts& h,
+                          std::uint32_t* class_rank, std::uint16_t* key_of_change) {
+  constexpr unsigned L = entropy_lanes;
+  constexpr unsigned sign = entropy_params::class_count<W>;  // the sign's bit in a key
+  for (auto& c : h) std::fill_n(c.begin(), entropy_key_count<W>, 0u);
+  const std::size_t n = base.size(), q = entropy_lane_length<W>(n);
+  std::array<std::size_t, L + 1> first;  // lane l's changes are positions [first[l], first[l + 1])
+  for (unsigned l = 0; l < L; ++l)
+    first[l] = static_cast<std::size_t>(std::lower_bound(positions.begin(), positions.end(), l * q) - positions.begin());
+  first[L] = positions.size();
+  std::array<std::size_t, L> j;
+  std::array<std::size_t, L> next;  // position of each lane's next change (n: none)
+  for (unsigned l = 0; l < L; ++l) {
+    j[l] = first[l];
+    next[l] = j[l] < first[l + 1] ? positions[j[l]] : n;
+  }
+  entropy_for_each_key<W>(base, [&](unsigned l, std::size_t i, unsigned k) {
+    if (i == next[l]) [[unlikely]] {
+      class_rank[j[l]] = h[l][k] + h[l][k ^ sign];
+      key_of_change[j[l]] = static_cast<std::uint16_t>(k);
+      ++j[l];
+      next[l] = j[l] < first[l + 1] ? positions[j[l]] : n;
     }
-    for (; i < p; ++i) ++seen[0][entropy_group_of(g, base[i])];
-    const unsigned grp = entropy_group_of(g, base[p]);
-    group_of_change[j] = static_cast<std::uint8_t>(grp);
-    rank[j] = seen[0][grp] + seen[1][grp] + seen[2][grp] + seen[3][grp];
-    ++seen[0][grp];
-    i = p + 1;
+    ++h[l][k];
+  });
+}
+
+// Elements among b[0, n) whose class lies in [lo, hi] (a range of magnitudes; the loop vectorizes).
+template <element_word W>
+std::uint32_t entropy_count_in_classes(const W* b, std::size_t n, unsigned lo, unsigned hi) {
+  constexpr unsigned shift = entropy_params::class_shift<W>;
+  constexpr W magnitude = static_cast<W>(static_cast<W>(~W{0}) >> 1);  // every bit below the sign
+  const auto from = static_cast<W>(W(lo) << shift);
+  const auto span = static_cast<W>((W(hi + 1) << shift) - 1 - from);
+  std::uint32_t c = 0;
+  for (std::size_t i = 0; i < n; ++i) c += static_cast<W>((b[i] & magnitude) - from) <= span ? 1u : 0u;
+  return c;
+}
+
+// For each change: its group, and its rank among the group's elements (how many of them precede it), from
+// entropy_scan_changes. In a group of one class the rank is the class rank plus the group's elements in the
+// lanes before; a group of several classes (consecutive ones: rare classes that share a header) counts its
+// elements in the lane up to each of its changes, as a range of magnitudes.
+template <element_word W>
+void entropy_rank_changes(const entropy_groups& g, const entropy_lane_counts& h, std::span<const W> base,
+                          std::span<const std::uint32_t> positions, const std::uint32_t* class_rank, const std::uint16_t* key_of_change,
+                          std::uint8_t* group_of_change, std::uint32_t* rank) {
+  constexpr unsigned L = entropy_lanes;
+  constexpr unsigned classes = entropy_params::class_count<W>;
+  const unsigned groups = g.count;
+  std::array<std::uint16_t, 256> lo, hi;  // each group's lowest and highest class present
+  std::array<std::array<std::uint32_t, 256>, L> before{};  // elements of each group in the lanes before lane l
+  std::array<bool, 256> any{};
+  for (unsigned c = 0; c < classes; ++c) {
+    std::uint32_t in_lane[L];
+    std::uint32_t total = 0;
+    for (unsigned l = 0; l < L; ++l) total += in_lane[l] = entropy_class_count<W>(h, l, c);
+    if (total == 0) continue;
+    const unsigned grp = g.of_class[c];
+    if (!any[grp]) lo[grp] = static_cast<std::uint16_t>(c);
+    any[grp] = true;
+    hi[grp] = static_cast<std::uint16_t>(c);
+    for (unsigned l = 1; l < L; ++l)
+      for (unsigned m = 0; m < l; ++m) before[l][grp] += in_lane[m];
+  }
+  const std::size_t n = base.size(), q = entropy_lane_length<W>(n);
+  std::array<std::size_t, 256> at;     // multi-class groups: counted up to here in the current lane
+  std::array<std::uint32_t, 256> seen;  // and this many of their elements
+  std::size_t j = 0;
+  for (unsigned l = 0; l < L; ++l) {
+    const std::size_t lane_end = l + 1 < L ? (l + 1) * q : n;
+    std::fill_n(at.begin(), groups, l * q);
+    std::fill_n(seen.begin(), groups, 0u);
+    for (; j < positions.size() && positions[j] < lane_end; ++j) {
+      const unsigned grp = g.of_key[key_of_change[j]];
+      group_of_change[j] = static_cast<std::uint8_t>(grp);
+      if (lo[grp] == hi[grp]) {
+        rank[j] = before[l][grp] + class_rank[j];
+        continue;
+      }
+      const std::uint32_t p = positions[j];
+      seen[grp] += entropy_count_in_classes<W>(base.data() + at[grp], p - at[grp], lo[grp], hi[grp]);
+      at[grp] = p;
+      rank[j] = before[l][grp] + seen[grp];
+    }
   }
 }
 
@@ -234,7 +325,8 @@ void entropy_fit(entropy_class_plan& p, value_mode mode, std::span<const W> valu
 // plan a decoder compares it with, ranks and class counts.
 struct entropy_scratch {
   entropy_class_plan plan, fit;
-  std::vector<std::uint32_t> rank;
+  std::vector<std::uint32_t> rank, class_rank;
+  std::vector<std::uint16_t> key_of_change;
   entropy_lane_counts counts;
 };
 
@@ -247,11 +339,15 @@ inline entropy_scratch& entropy_thread_scratch() {
 template <element_word W>
 void entropy_plan_classes(entropy_class_plan& p, value_mode mode, std::span<const W> base, std::span<const std::uint32_t> positions,
                           std::span<const W> values, entropy_scratch& s) {
-  entropy_count_classes<W>(base, s.counts);
+  const std::size_t m = positions.size();
+  s.rank.resize(m);
+  s.class_rank.resize(m);
+  s.key_of_change.resize(m);
+  p.group_of_change.resize(m);
+  entropy_scan_changes<W>(base, positions, s.counts, s.class_rank.data(), s.key_of_change.data());
   p.groups = entropy_groups_of<W>(s.counts, base.size());
-  p.group_of_change.resize(positions.size());
-  s.rank.resize(positions.size());
-  entropy_rank_changes<W>(p.groups, base, positions, p.group_of_change.data(), s.rank.data());
+  entropy_rank_changes<W>(p.groups, s.counts, base, positions, s.class_rank.data(), s.key_of_change.data(), p.group_of_change.data(),
+                          s.rank.data());
   entropy_fit<W>(p, mode, values, s.rank.data());
 }
 
@@ -341,14 +437,12 @@ struct entropy {
         start[g] = end_rank;
       }
     }
-    const std::size_t n = base.size(), q = n / L;
     std::uint32_t* const pos = positions.data();
     std::uint8_t* const grp = p.group_of_change.data();
     const std::uint32_t* const rk = rank.data();
-    const W* const b = base.data();
     const auto& of_key = p.groups.of_key;
-    auto step = [&](unsigned l, std::size_t i) {
-      const unsigned g = of_key[detail::entropy_key_of(b[i])];
+    detail::entropy_for_each_key<W>(base, [&](unsigned l, std::size_t i, unsigned k) {
+      const unsigned g = of_key[k];
       // One decrement in memory whose zero flag says "here"; the common case falls through.
       if (--countdown[l][g] != 0) [[likely]]
         return;
@@ -356,10 +450,7 @@ struct entropy {
       grp[at[l]++] = static_cast<std::uint8_t>(g);
       const std::uint32_t e = ++cursor[l][g];
       countdown[l][g] = e < last[l][g] ? rk[e] - rk[e - 1] : none;
-    };
-    for (std::size_t i = 0; i < q; ++i)
-      for (unsigned l = 0; l < L; ++l) step(l, l * q + i);
-    for (std::size_t i = L * q; i < n; ++i) step(L - 1, i);
+    });
   }
 
   template <element_word W>
