@@ -158,7 +158,7 @@ void entropy_scan_changes(std::span<const W> base, std::span<const std::uint32_t
     j[l] = first[l];
     next[l] = j[l] < first[l + 1] ? positions[j[l]] : n;
   }
-  entropy_for_each_key<W>(base, [&](unsigned l, std::size_t i, unsigned k) {
+  auto step = [&](unsigned l, std::size_t i, unsigned k) {
     if (i == next[l]) [[unlikely]] {
       class_rank[j[l]] = h[l][k] + h[l][k ^ sign];
       key_of_change[j[l]] = static_cast<std::uint16_t>(k);
@@ -166,7 +166,32 @@ void entropy_scan_changes(std::span<const W> base, std::span<const std::uint32_t
       next[l] = j[l] < first[l + 1] ? positions[j[l]] : n;
     }
     ++h[l][k];
-  });
+  };
+  if constexpr (std::endian::native == std::endian::little) {
+    // As entropy_for_each_key, but the lanes' next changes are compared once per 8 bytes of every lane: most
+    // such rows hold no change, and their elements are only counted.
+    constexpr unsigned per_word = 8 / sizeof(W), bits = 8 * sizeof(W);
+    constexpr unsigned mask = entropy_key_count<W> - 1;
+    const W* const b = base.data();
+    for (std::size_t i = 0; i < q; i += per_word) {
+      std::array<std::uint64_t, L> v;
+      bool quiet = true;
+      for (unsigned l = 0; l < L; ++l) {
+        std::memcpy(&v[l], b + l * q + i, 8);
+        quiet &= next[l] >= l * q + i + per_word;
+      }
+      if (quiet) [[likely]] {
+        for (unsigned t = 0; t < per_word; ++t)
+          for (unsigned l = 0; l < L; ++l) ++h[l][static_cast<unsigned>(v[l] >> (bits * t + entropy_params::class_shift<W>)) & mask];
+      } else {
+        for (unsigned t = 0; t < per_word; ++t)
+          for (unsigned l = 0; l < L; ++l) step(l, l * q + i + t, static_cast<unsigned>(v[l] >> (bits * t + entropy_params::class_shift<W>)) & mask);
+      }
+    }
+    for (std::size_t i = L * q; i < n; ++i) step(L - 1, i, entropy_key_of(b[i]));
+  } else {
+    entropy_for_each_key<W>(base, step);
+  }
 }
 
 // Elements among b[0, n) whose class lies in [lo, hi] (a range of magnitudes; the loop vectorizes).
