@@ -5,6 +5,10 @@
 // throughput. --density-sweep adds the generator at densities 0.3%..10% (a smaller model, several learning rates).
 //
 //   codec_bench [--stream DIR] [--gen-elements N] [--gen-steps K] [--density-sweep N] [--out results.json]
+//   codec_bench --throughput REPS [--stream DIR] [--out results.json]
+// --throughput measures only one-core throughput on real steps 1, 12 and 24 (medians of REPS runs): end to
+// end (encode_patch, apply_patch with every check) for rice, entropy and auto in ulp mode; the chunk codecs
+// alone (no diff, checksums or framing); and the parts every encoder shares (model checksum, diff scan).
 #include "pulse_baseline.hpp"
 #include "update_stream.hpp"
 
@@ -12,6 +16,7 @@
 #include <sparsesync/gen/layouts.hpp>
 #include <sparsesync/sparsesync.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -33,6 +38,7 @@ struct flags {
   int gen_steps = 3;
   std::uint64_t sweep_elements = 0;  // 0: no density sweep
   std::string out = "bench/results/cpu-codec.json";
+  int throughput_reps = 0;  // > 0: only the throughput measurements
 };
 
 double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
@@ -253,6 +259,182 @@ void print_rows(const json& step, const char* label) {
                 e["encode_gbps_of_weights"].get<double>(), e["apply_verify_gbps_of_weights"].get<double>());
 }
 
+// ---- --throughput: one-core throughput only -------------------------------------------------------------
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+}
+
+// Median seconds of `reps` calls of f.
+template <class F>
+double time_median(int reps, F&& f) {
+  std::vector<double> t;
+  for (int r = 0; r < reps; ++r) {
+    const double t0 = now_s();
+    f();
+    t.push_back(now_s() - t0);
+  }
+  return median(t);
+}
+
+template <class Sel>
+json e2e_throughput(const ss::model_layout& layout, std::span<const ss::const_tensor_view> base, std::span<const ss::const_tensor_view> target,
+                    int reps) {
+  ss::patch_options o;
+  o.encode.mode = ss::value_mode::ulp;
+  std::vector<unsigned char> patch;
+  const double enc = time_median(reps, [&] { patch = ss::encode_patch<Sel>(layout, base, target, o); });
+  std::vector<std::uint16_t> flat(layout.numel());
+  std::vector<ss::tensor_view> views(layout.size());
+  for (std::size_t t = 0; t < layout.size(); ++t) views[t] = {flat.data() + layout.first_element(t), layout[t].numel(), layout[t].dtype};
+  auto reset = [&] {
+    for (std::size_t t = 0; t < layout.size(); ++t) std::memcpy(views[t].data, base[t].data, layout[t].bytes());
+  };
+  std::vector<double> t;
+  for (int r = 0; r < reps; ++r) {
+    reset();
+    const double t0 = now_s();
+    ss::apply_patch(patch, layout, views);
+    t.push_back(now_s() - t0);
+  }
+  for (std::size_t i = 0; i < layout.size(); ++i)
+    if (std::memcmp(views[i].data, target[i].data, layout[i].bytes()) != 0) throw ss::error(ss::errc::target_mismatch, "throughput round trip");
+  const double dense = static_cast<double>(layout.bytes());
+  return {{"encoder", std::string(Sel::name)}, {"encode_gbps", dense / enc / 1e9}, {"apply_verify_gbps", dense / median(t) / 1e9}};
+}
+
+// Every chunk of a patch as an encoder sees it: changes, base, and the data the patch carries for it.
+struct bench_chunk {
+  std::vector<std::uint32_t> positions;
+  std::vector<std::uint16_t> values, base;
+  std::uint32_t numel = 0;
+};
+
+std::vector<bench_chunk> chunks_of(std::span<const unsigned char> patch, const ss::model_layout& layout, std::span<const ss::const_tensor_view> base) {
+  ss::patch_prologue pro;
+  if (auto s = ss::parse_patch_prologue(patch, pro); !s) throw ss::error(s.code(), s.message());
+  std::vector<bench_chunk> out;
+  std::size_t at = pro.bytes;
+  for (std::uint32_t b = 0; b < pro.header.bucket_count; ++b) {
+    ss::bucket_view v;
+    if (auto s = ss::parse_bucket(patch.subspan(at), v); !s) throw ss::error(s.code(), s.message());
+    const auto starts = ss::detail::segment_starts(v.segments);
+    const std::uint64_t chunk = std::uint64_t{1} << v.header.log2_chunk;
+    for (std::uint32_t c = 0; c < v.header.chunk_count; ++c) {
+      bench_chunk k;
+      const std::uint64_t first = c * chunk;
+      k.numel = static_cast<std::uint32_t>(std::min(chunk, v.header.numel - first));
+      ss::detail::for_each_run(layout, v.segments, starts, first, k.numel, [&](const ss::detail::bucket_run& r) {
+        const auto* p = static_cast<const std::uint16_t*>(base[r.tensor].data) + r.tensor_offset;
+        k.base.insert(k.base.end(), p, p + r.count);
+      });
+      ss::chunk_context<std::uint16_t> ctx;
+      ctx.numel = k.numel;
+      ctx.changes = v.chunks[c].changes;
+      ctx.mode = v.header.mode;
+      ctx.base = k.base;
+      if (auto s = ss::entropy::decode<std::uint16_t>(v.data.subspan(v.chunk_offsets[c], v.chunks[c].data_bytes), ctx, k.positions, k.values); !s)
+        throw ss::error(s.code(), s.message());
+      out.push_back(std::move(k));
+    }
+    at += v.frame_bytes;
+  }
+  return out;
+}
+
+// The chunk codec alone: encode every chunk, then decode every chunk (base given), medians of reps.
+template <class E>
+json codec_throughput(const std::vector<bench_chunk>& chunks, std::uint64_t model_bytes, int reps) {
+  std::vector<std::vector<unsigned char>> data(chunks.size());
+  auto in_of = [&](const bench_chunk& k) {
+    ss::chunk_changes<std::uint16_t> in;
+    in.numel = k.numel;
+    in.mode = ss::value_mode::ulp;
+    in.positions = k.positions;
+    in.values = k.values;
+    in.base = k.base;
+    return in;
+  };
+  const double enc = time_median(reps, [&] {
+    for (std::size_t c = 0; c < chunks.size(); ++c) {
+      data[c].clear();
+      E::template encode<std::uint16_t>(in_of(chunks[c]), data[c]);
+    }
+  });
+  std::vector<std::uint32_t> pos;
+  std::vector<std::uint16_t> val;
+  bool same = true;
+  const double dec = time_median(reps, [&] {
+    for (std::size_t c = 0; c < chunks.size(); ++c) {
+      ss::chunk_context<std::uint16_t> ctx;
+      ctx.numel = chunks[c].numel;
+      ctx.changes = static_cast<std::uint32_t>(chunks[c].positions.size());
+      ctx.mode = ss::value_mode::ulp;
+      ctx.base = chunks[c].base;
+      if (auto s = E::template decode<std::uint16_t>(data[c], ctx, pos, val); !s) throw ss::error(s.code(), s.message());
+      same = same && pos == chunks[c].positions && val == chunks[c].values;
+    }
+  });
+  if (!same) throw ss::error(ss::errc::target_mismatch, "codec round trip");
+  const double dense = static_cast<double>(model_bytes);
+  return {{"encoder", std::string(E::name)}, {"encode_gbps", dense / enc / 1e9}, {"decode_gbps", dense / dec / 1e9}};
+}
+
+// Parts every encoder's end-to-end path pays: the element hash of a whole model (encode hashes the base;
+// apply hashes the base and the changes) and the diff scan.
+json shared_throughput(const ss::model_layout& layout, std::span<const ss::const_tensor_view> base, std::span<const ss::const_tensor_view> target,
+                       int reps) {
+  std::uint64_t sink = 0;
+  const double hash = time_median(reps, [&] { sink += ss::model_checksum(layout, base); });
+  std::vector<std::uint32_t> found;
+  const double scan = time_median(reps, [&] {
+    for (std::size_t t = 0; t < layout.size(); ++t) {
+      found.resize(layout[t].numel() + 2);
+      const auto* a = static_cast<const std::uint16_t*>(target[t].data);
+      const auto* b = static_cast<const std::uint16_t*>(base[t].data);
+      sink += static_cast<std::uint64_t>(ss::detail::find_differences(a, b, layout[t].numel(), found.data()) - found.data());
+    }
+  });
+  const double dense = static_cast<double>(layout.bytes());
+  return {{"model_checksum_gbps", dense / hash / 1e9}, {"diff_scan_gbps", dense / scan / 1e9}, {"sink", sink & 1}};
+}
+
+json throughput(const std::string& stream, int reps) {
+  const auto s = ss::bench::load_update_stream(stream);
+  json rows = json::array();
+  std::vector<std::uint16_t> prev = s.base, next = s.base;
+  for (std::size_t i = 0; i < s.steps.size(); ++i) {
+    s.apply(i, next);
+    if (i == 0 || i == 11 || i + 1 == s.steps.size()) {
+      const auto bv = s.views(prev), tv = s.views(next);
+      json r = {{"step", i + 1}, {"changed", s.steps[i].size()}, {"numel", s.layout.numel()}};
+      r["end_to_end"] = {e2e_throughput<ss::rice>(s.layout, bv, tv, reps), e2e_throughput<ss::entropy>(s.layout, bv, tv, reps),
+                         e2e_throughput<ss::auto_encoder>(s.layout, bv, tv, reps)};
+      ss::patch_options o;
+      o.encode.mode = ss::value_mode::ulp;
+      const auto chunks = chunks_of(ss::encode_patch<ss::entropy>(s.layout, bv, tv, o), s.layout, bv);
+      r["codec_alone"] = {codec_throughput<ss::rice>(chunks, s.layout.bytes(), reps), codec_throughput<ss::entropy>(chunks, s.layout.bytes(), reps)};
+      r["shared"] = shared_throughput(s.layout, bv, tv, reps);
+      std::printf("real step %zu (%zu changed):\n", i + 1, s.steps[i].size());
+      for (const auto& e : r["end_to_end"])
+        std::printf("  end to end  %-8s encode %6.3f GB/s  apply+verify %6.3f GB/s\n", e["encoder"].get<std::string>().c_str(),
+                    e["encode_gbps"].get<double>(), e["apply_verify_gbps"].get<double>());
+      for (const auto& e : r["codec_alone"])
+        std::printf("  codec alone %-8s encode %6.3f GB/s  decode       %6.3f GB/s\n", e["encoder"].get<std::string>().c_str(),
+                    e["encode_gbps"].get<double>(), e["decode_gbps"].get<double>());
+      std::printf("  shared: model checksum %6.3f GB/s, diff scan %6.3f GB/s\n", r["shared"]["model_checksum_gbps"].get<double>(),
+                  r["shared"]["diff_scan_gbps"].get<double>());
+      std::fflush(stdout);
+      rows.push_back(std::move(r));
+    }
+    prev = next;
+  }
+  double load[3] = {0, 0, 0};
+  if (std::ifstream la("/proc/loadavg"); la) la >> load[0] >> load[1] >> load[2];
+  return {{"stream", std::filesystem::path(stream).filename().string()}, {"reps", reps}, {"steps", rows}, {"loadavg_after", {load[0], load[1], load[2]}}};
+}
+
 }  // namespace
 
 int main(int argc, char** argv) try {
@@ -264,12 +446,19 @@ int main(int argc, char** argv) try {
     else if (a == "--gen-steps") f.gen_steps = std::stoi(argv[i + 1]);
     else if (a == "--out") f.out = argv[i + 1];
     else if (a == "--density-sweep") f.sweep_elements = std::stoull(argv[i + 1]);
+    else if (a == "--throughput") f.throughput_reps = std::stoi(argv[i + 1]);
     else throw std::invalid_argument("unknown option " + a);
   }
   json result = {{"benchmark", "cpu-codec"},
                  {"machine", {{"cpu", cpu_name()}, {"hardware_threads", std::thread::hardware_concurrency()}}},
                  {"timestamp_unix", static_cast<long long>(std::time(nullptr))},
                  {"threads_used", 1}};
+  if (f.throughput_reps > 0) {
+    result["throughput"] = throughput(f.stream, f.throughput_reps);
+    std::ofstream(f.out) << result.dump(1) << "\n";
+    std::printf("wrote %s\n", f.out.c_str());
+    return 0;
+  }
 
   if (std::filesystem::exists(std::filesystem::path(f.stream) / "patches.bin")) {
     const auto s = ss::bench::load_update_stream(f.stream);

@@ -17,41 +17,94 @@
 #include <algorithm>
 #include <array>
 #include <bit>
+#include <cstring>
 #include <string>
 
 SPARSESYNC_NS_BEGIN
 
 namespace detail {
 
+// The host's index of an element's class: its bits above the class field's low end, sign included (at most
+// 512 values), so that a table lookup replaces the mask; key & (class_count - 1) is the raw class.
+template <element_word W>
+inline constexpr unsigned entropy_key_count = 1u << (8 * sizeof(W) - entropy_params::class_shift<W>);
+inline constexpr unsigned entropy_max_keys = 512;
+
+template <element_word W>
+unsigned entropy_key_of(W bits) {
+  return static_cast<unsigned>(bits) >> entropy_params::class_shift<W>;  // (a 32-bit shift: no 16-bit partial register)
+}
+
 // A chunk's groups of raw classes, formed from its base alone, so encoder and decoder agree on them.
 struct entropy_groups {
   std::array<std::uint8_t, 256> of_class{};  // raw class -> group (classes absent from the base: unused)
+  std::array<std::uint8_t, entropy_max_keys> of_key{};  // the same by entropy_key_of
   std::array<std::uint32_t, 256> size{};     // elements of each group
   unsigned count = 0;
 };
 
+// A chunk's base is counted and walked as `entropy_lanes` parts (entropy_lane_length): independent counter
+// sets keep runs of one class from waiting on one counter (an increment in memory waits for the one before
+// it), and the decoder's walk reuses each lane's counts to place the lane's changes on its own.
+inline constexpr unsigned entropy_lanes = 4;
+using entropy_lane_counts = std::array<std::array<std::uint32_t, entropy_max_keys>, entropy_lanes>;
+
+// Lane l is [l * q, (l + 1) * q), the last one [(L - 1) * q, n), with q a multiple of the elements in 8 bytes.
+template <element_word W>
+std::size_t entropy_lane_length(std::size_t n) {
+  constexpr std::size_t per_word = 8 / sizeof(W);
+  return n / (entropy_lanes * per_word) * per_word;
+}
+
+// Calls f(lane, index, key) for every element of base, each lane in increasing order, the lanes interleaved.
+// Each lane reads 8 bytes at a time (fewer loads: the walks are bound by them) on little-endian hosts.
+template <element_word W, class F>
+void entropy_for_each_key(std::span<const W> base, F&& f) {
+  constexpr unsigned L = entropy_lanes;
+  const std::size_t n = base.size(), q = entropy_lane_length<W>(n);
+  const W* const b = base.data();
+  if constexpr (std::endian::native == std::endian::little) {
+    constexpr unsigned per_word = 8 / sizeof(W), bits = 8 * sizeof(W);
+    for (std::size_t i = 0; i < q; i += per_word) {
+      std::array<std::uint64_t, L> v;
+      for (unsigned l = 0; l < L; ++l) std::memcpy(&v[l], b + l * q + i, 8);
+      for (unsigned t = 0; t < per_word; ++t)
+        for (unsigned l = 0; l < L; ++l)
+          f(l, l * q + i + t, static_cast<unsigned>(v[l] >> (bits * t + entropy_params::class_shift<W>)) & (entropy_key_count<W> - 1));
+    }
+  } else {
+    for (std::size_t i = 0; i < q; ++i)
+      for (unsigned l = 0; l < L; ++l) f(l, l * q + i, entropy_key_of(b[l * q + i]));
+  }
+  for (std::size_t i = L * q; i < n; ++i) f(L - 1, i, entropy_key_of(b[i]));
+}
+
+template <element_word W>
+void entropy_count_classes(std::span<const W> base, entropy_lane_counts& h) {
+  for (auto& c : h) std::fill_n(c.begin(), entropy_key_count<W>, 0u);
+  entropy_for_each_key<W>(base, [&](unsigned l, std::size_t, unsigned k) { ++h[l][k]; });
+}
+
+// Elements of raw class c in lane l.
+template <element_word W>
+std::uint32_t entropy_class_count(const entropy_lane_counts& h, unsigned l, unsigned c) {
+  std::uint32_t s = 0;
+  for (unsigned k = c; k < entropy_key_count<W>; k += entropy_params::class_count<W>) s += h[l][k];
+  return s;
+}
+
 // Classes in increasing order (empty ones skipped) join the open group, which closes once it holds at least
 // max(1, numel >> group_shift) elements; a last group that stays smaller joins the one before it.
 template <element_word W>
-entropy_groups make_entropy_groups(std::span<const W> base) {
+entropy_groups entropy_groups_of(const entropy_lane_counts& h, std::size_t n) {
   constexpr unsigned classes = entropy_params::class_count<W>;
-  // Four histograms, so that runs of one class do not wait on one counter.
-  std::array<std::array<std::uint32_t, classes>, 4> h{};
-  const std::size_t n = base.size();
-  std::size_t i = 0;
-  for (; i + 4 <= n; i += 4) {
-    ++h[0][entropy_params::class_of(base[i])];
-    ++h[1][entropy_params::class_of(base[i + 1])];
-    ++h[2][entropy_params::class_of(base[i + 2])];
-    ++h[3][entropy_params::class_of(base[i + 3])];
-  }
-  for (; i < n; ++i) ++h[0][entropy_params::class_of(base[i])];
   const std::uint32_t min_size = std::max<std::uint32_t>(1, static_cast<std::uint32_t>(n >> entropy_params::group_shift));
   entropy_groups g;
   std::uint32_t open = 0;
   unsigned open_from = 0;
   for (unsigned c = 0; c < classes; ++c) {
-    const std::uint32_t s = h[0][c] + h[1][c] + h[2][c] + h[3][c];
+    std::uint32_t s = 0;
+    for (unsigned l = 0; l < entropy_lanes; ++l) s += entropy_class_count<W>(h, l, c);
     if (s == 0) continue;
     if (open == 0) open_from = c;
     g.of_class[c] = static_cast<std::uint8_t>(g.count);
@@ -69,35 +122,136 @@ entropy_groups make_entropy_groups(std::span<const W> base) {
       g.size[g.count - 1] += open;
     }
   }
+  for (unsigned k = 0; k < entropy_key_count<W>; ++k) g.of_key[k] = g.of_class[k & (classes - 1)];
   return g;
 }
 
 template <element_word W>
-unsigned entropy_group_of(const entropy_groups& g, W bits) {
-  return g.of_class[entropy_params::class_of(bits)];
+entropy_groups make_entropy_groups(std::span<const W> base) {
+  entropy_lane_counts h;
+  entropy_count_classes<W>(base, h);
+  return entropy_groups_of<W>(h, base.size());
 }
 
-// For each change: its group, and its rank among the group's elements (how many of them precede it).
 template <element_word W>
-void entropy_rank_changes(const entropy_groups& g, std::span<const W> base, std::span<const std::uint32_t> positions,
-                          std::uint8_t* group_of_change, std::uint32_t* rank) {
-  // Four lanes of counters again: an element's rank is the sum of its group's four counters.
-  std::array<std::array<std::uint32_t, 256>, 4> seen{};
-  std::uint32_t i = 0;
-  for (std::size_t j = 0; j < positions.size(); ++j) {
-    const std::uint32_t p = positions[j];
-    for (; i + 4 <= p; i += 4) {
-      ++seen[0][entropy_group_of(g, base[i])];
-      ++seen[1][entropy_group_of(g, base[i + 1])];
-      ++seen[2][entropy_group_of(g, base[i + 2])];
-      ++seen[3][entropy_group_of(g, base[i + 3])];
+unsigned entropy_group_of(const entropy_groups& g, W bits) {
+  return g.of_key[entropy_key_of(bits)];
+}
+
+// The encoder's one pass over a chunk's base: the class counts of entropy_count_classes and, for each change,
+// its key and how many elements of its own class (either sign) precede it in its lane. Groups are not known
+// yet (they follow from the counts), so ranks within groups come after (entropy_rank_changes).
+template <element_word W>
+void entropy_scan_changes(std::span<const W> base, std::span<const std::uint32_t> positions, entropy_lane_counts& h,
+                          std::uint32_t* class_rank, std::uint16_t* key_of_change) {
+  constexpr unsigned L = entropy_lanes;
+  constexpr unsigned sign = entropy_params::class_count<W>;  // the sign's bit in a key
+  for (auto& c : h) std::fill_n(c.begin(), entropy_key_count<W>, 0u);
+  const std::size_t n = base.size(), q = entropy_lane_length<W>(n);
+  std::array<std::size_t, L + 1> first;  // lane l's changes are positions [first[l], first[l + 1])
+  for (unsigned l = 0; l < L; ++l)
+    first[l] = static_cast<std::size_t>(std::lower_bound(positions.begin(), positions.end(), l * q) - positions.begin());
+  first[L] = positions.size();
+  std::array<std::size_t, L> j;
+  std::array<std::size_t, L> next;  // position of each lane's next change (n: none)
+  for (unsigned l = 0; l < L; ++l) {
+    j[l] = first[l];
+    next[l] = j[l] < first[l + 1] ? positions[j[l]] : n;
+  }
+  auto step = [&](unsigned l, std::size_t i, unsigned k) {
+    if (i == next[l]) [[unlikely]] {
+      class_rank[j[l]] = h[l][k] + h[l][k ^ sign];
+      key_of_change[j[l]] = static_cast<std::uint16_t>(k);
+      ++j[l];
+      next[l] = j[l] < first[l + 1] ? positions[j[l]] : n;
     }
-    for (; i < p; ++i) ++seen[0][entropy_group_of(g, base[i])];
-    const unsigned grp = entropy_group_of(g, base[p]);
-    group_of_change[j] = static_cast<std::uint8_t>(grp);
-    rank[j] = seen[0][grp] + seen[1][grp] + seen[2][grp] + seen[3][grp];
-    ++seen[0][grp];
-    i = p + 1;
+    ++h[l][k];
+  };
+  if constexpr (std::endian::native == std::endian::little) {
+    // As entropy_for_each_key, but the lanes' next changes are compared once per 8 bytes of every lane: most
+    // such rows hold no change, and their elements are only counted.
+    constexpr unsigned per_word = 8 / sizeof(W), bits = 8 * sizeof(W);
+    constexpr unsigned mask = entropy_key_count<W> - 1;
+    const W* const b = base.data();
+    for (std::size_t i = 0; i < q; i += per_word) {
+      std::array<std::uint64_t, L> v;
+      bool quiet = true;
+      for (unsigned l = 0; l < L; ++l) {
+        std::memcpy(&v[l], b + l * q + i, 8);
+        quiet &= next[l] >= l * q + i + per_word;
+      }
+      if (quiet) [[likely]] {
+        for (unsigned t = 0; t < per_word; ++t)
+          for (unsigned l = 0; l < L; ++l) ++h[l][static_cast<unsigned>(v[l] >> (bits * t + entropy_params::class_shift<W>)) & mask];
+      } else {
+        for (unsigned t = 0; t < per_word; ++t)
+          for (unsigned l = 0; l < L; ++l) step(l, l * q + i + t, static_cast<unsigned>(v[l] >> (bits * t + entropy_params::class_shift<W>)) & mask);
+      }
+    }
+    for (std::size_t i = L * q; i < n; ++i) step(L - 1, i, entropy_key_of(b[i]));
+  } else {
+    entropy_for_each_key<W>(base, step);
+  }
+}
+
+// Elements among b[0, n) whose class lies in [lo, hi] (a range of magnitudes; the loop vectorizes).
+template <element_word W>
+std::uint32_t entropy_count_in_classes(const W* b, std::size_t n, unsigned lo, unsigned hi) {
+  constexpr unsigned shift = entropy_params::class_shift<W>;
+  constexpr W magnitude = static_cast<W>(static_cast<W>(~W{0}) >> 1);  // every bit below the sign
+  const auto from = static_cast<W>(W(lo) << shift);
+  const auto span = static_cast<W>((W(hi + 1) << shift) - 1 - from);
+  std::uint32_t c = 0;
+  for (std::size_t i = 0; i < n; ++i) c += static_cast<W>((b[i] & magnitude) - from) <= span ? 1u : 0u;
+  return c;
+}
+
+// For each change: its group, and its rank among the group's elements (how many of them precede it), from
+// entropy_scan_changes. In a group of one class the rank is the class rank plus the group's elements in the
+// lanes before; a group of several classes (consecutive ones: rare classes that share a header) counts its
+// elements in the lane up to each of its changes, as a range of magnitudes.
+template <element_word W>
+void entropy_rank_changes(const entropy_groups& g, const entropy_lane_counts& h, std::span<const W> base,
+                          std::span<const std::uint32_t> positions, const std::uint32_t* class_rank, const std::uint16_t* key_of_change,
+                          std::uint8_t* group_of_change, std::uint32_t* rank) {
+  constexpr unsigned L = entropy_lanes;
+  constexpr unsigned classes = entropy_params::class_count<W>;
+  const unsigned groups = g.count;
+  std::array<std::uint16_t, 256> lo, hi;  // each group's lowest and highest class present
+  std::array<std::array<std::uint32_t, 256>, L> before{};  // elements of each group in the lanes before lane l
+  std::array<bool, 256> any{};
+  for (unsigned c = 0; c < classes; ++c) {
+    std::uint32_t in_lane[L];
+    std::uint32_t total = 0;
+    for (unsigned l = 0; l < L; ++l) total += in_lane[l] = entropy_class_count<W>(h, l, c);
+    if (total == 0) continue;
+    const unsigned grp = g.of_class[c];
+    if (!any[grp]) lo[grp] = static_cast<std::uint16_t>(c);
+    any[grp] = true;
+    hi[grp] = static_cast<std::uint16_t>(c);
+    for (unsigned l = 1; l < L; ++l)
+      for (unsigned m = 0; m < l; ++m) before[l][grp] += in_lane[m];
+  }
+  const std::size_t n = base.size(), q = entropy_lane_length<W>(n);
+  std::array<std::size_t, 256> at;     // multi-class groups: counted up to here in the current lane
+  std::array<std::uint32_t, 256> seen;  // and this many of their elements
+  std::size_t j = 0;
+  for (unsigned l = 0; l < L; ++l) {
+    const std::size_t lane_end = l + 1 < L ? (l + 1) * q : n;
+    std::fill_n(at.begin(), groups, l * q);
+    std::fill_n(seen.begin(), groups, 0u);
+    for (; j < positions.size() && positions[j] < lane_end; ++j) {
+      const unsigned grp = g.of_key[key_of_change[j]];
+      group_of_change[j] = static_cast<std::uint8_t>(grp);
+      if (lo[grp] == hi[grp]) {
+        rank[j] = before[l][grp] + class_rank[j];
+        continue;
+      }
+      const std::uint32_t p = positions[j];
+      seen[grp] += entropy_count_in_classes<W>(base.data() + at[grp], p - at[grp], lo[grp], hi[grp]);
+      at[grp] = p;
+      rank[j] = before[l][grp] + seen[grp];
+    }
   }
 }
 
@@ -192,15 +346,34 @@ void entropy_fit(entropy_class_plan& p, value_mode mode, std::span<const W> valu
   p.bits = bits;
 }
 
+// Buffers that encode and decode reuse from chunk to chunk (one set per thread): a chunk's plan, the fitted
+// plan a decoder compares it with, ranks and class counts.
+struct entropy_scratch {
+  entropy_class_plan plan, fit;
+  std::vector<std::uint32_t> rank, class_rank;
+  std::vector<std::uint16_t> key_of_change;
+  entropy_lane_counts counts;
+};
+
+inline entropy_scratch& entropy_thread_scratch() {
+  static thread_local entropy_scratch s;
+  return s;
+}
+
 // The class body's plan for a chunk's changes and base.
 template <element_word W>
 void entropy_plan_classes(entropy_class_plan& p, value_mode mode, std::span<const W> base, std::span<const std::uint32_t> positions,
-                          std::span<const W> values) {
-  p.groups = make_entropy_groups<W>(base);
-  p.group_of_change.resize(positions.size());
-  std::vector<std::uint32_t> rank(positions.size());
-  entropy_rank_changes<W>(p.groups, base, positions, p.group_of_change.data(), rank.data());
-  entropy_fit<W>(p, mode, values, rank.data());
+                          std::span<const W> values, entropy_scratch& s) {
+  const std::size_t m = positions.size();
+  s.rank.resize(m);
+  s.class_rank.resize(m);
+  s.key_of_change.resize(m);
+  p.group_of_change.resize(m);
+  entropy_scan_changes<W>(base, positions, s.counts, s.class_rank.data(), s.key_of_change.data());
+  p.groups = entropy_groups_of<W>(s.counts, base.size());
+  entropy_rank_changes<W>(p.groups, s.counts, base, positions, s.class_rank.data(), s.key_of_change.data(), p.group_of_change.data(),
+                          s.rank.data());
+  entropy_fit<W>(p, mode, values, s.rank.data());
 }
 
 }  // namespace detail
@@ -215,8 +388,9 @@ struct entropy {
   static void encode(const chunk_changes<W>& in, std::vector<unsigned char>& out) {
     if (in.positions.empty()) return;
     const auto fallback = rice::plan(in);
-    detail::entropy_class_plan p;
-    detail::entropy_plan_classes<W>(p, in.mode, in.base.first(in.numel), in.positions, in.values);
+    auto& s = detail::entropy_thread_scratch();
+    auto& p = s.plan;
+    detail::entropy_plan_classes<W>(p, in.mode, in.base.first(in.numel), in.positions, in.values, s);
     // The class body only where it is strictly smaller (ties keep rice's data, which needs no base).
     if (p.bytes() >= 1 + fallback.bytes) {
       out.push_back(static_cast<unsigned char>(entropy_params::tag_rice));
@@ -230,8 +404,9 @@ struct entropy {
   template <element_word W>
   static std::size_t encoded_size(const chunk_changes<W>& in) {
     if (in.positions.empty()) return 0;
-    detail::entropy_class_plan p;
-    detail::entropy_plan_classes<W>(p, in.mode, in.base.first(in.numel), in.positions, in.values);
+    auto& s = detail::entropy_thread_scratch();
+    auto& p = s.plan;
+    detail::entropy_plan_classes<W>(p, in.mode, in.base.first(in.numel), in.positions, in.values, s);
     return std::min(p.bytes(), 1 + rice::plan(in).bytes);
   }
 
@@ -250,6 +425,59 @@ struct entropy {
   }
 
  private:
+  // Positions from each change's group and rank (`rank`, by group as p.first says): walks the chunk counting
+  // down each group's elements to its next change. Each lane of the chunk (entropy_count_classes' lanes, whose
+  // counts tell each group's first rank in it) is walked on its own, all in one loop: a group's countdown then
+  // waits only on its own lane's last step, not on the element before. Fills p.group_of_change; the ranks of
+  // each group must lie below its size.
+  template <element_word W>
+  static void place_changes(detail::entropy_class_plan& p, const detail::entropy_lane_counts& counts, std::span<const W> base,
+                            const std::vector<std::uint32_t>& rank, std::uint32_t changes, std::vector<std::uint32_t>& positions) {
+    constexpr unsigned L = detail::entropy_lanes;
+    const unsigned groups = p.groups.count;
+    constexpr unsigned classes = entropy_params::class_count<W>;
+    positions.resize(changes);
+    p.group_of_change.resize(changes);
+    // Per lane: each group's next change (index into rank), where its changes in the lane end, and a countdown
+    // of its elements up to and including the next change (when none is left it starts at 2^32 - 1, more
+    // than a chunk holds, so it never reaches 0).
+    constexpr std::uint32_t none = ~std::uint32_t{0};
+    std::array<std::array<std::uint32_t, 256>, L> cursor, last, countdown;
+    std::array<std::uint32_t, 256> in_group{}, start{};  // elements of a group in one lane; its first rank there
+    std::array<std::uint32_t, L> at{};                   // where each lane's next change goes in positions
+    std::uint32_t placed = 0;
+    for (unsigned g = 0; g < groups; ++g) cursor[0][g] = p.first[g];
+    for (unsigned l = 0; l < L; ++l) {
+      at[l] = placed;
+      in_group.fill(0);
+      for (unsigned c = 0; c < classes; ++c) in_group[p.groups.of_class[c]] += detail::entropy_class_count<W>(counts, l, c);
+      for (unsigned g = 0; g < groups; ++g) {
+        const std::uint32_t end_rank = start[g] + in_group[g];
+        std::uint32_t e = cursor[l][g];
+        while (e < p.first[g + 1] && rank[e] < end_rank) ++e;
+        last[l][g] = e;
+        countdown[l][g] = cursor[l][g] < e ? rank[cursor[l][g]] - start[g] + 1 : none;
+        if (l + 1 < L) cursor[l + 1][g] = e;
+        placed += e - cursor[l][g];
+        start[g] = end_rank;
+      }
+    }
+    std::uint32_t* const pos = positions.data();
+    std::uint8_t* const grp = p.group_of_change.data();
+    const std::uint32_t* const rk = rank.data();
+    const auto& of_key = p.groups.of_key;
+    detail::entropy_for_each_key<W>(base, [&](unsigned l, std::size_t i, unsigned k) {
+      const unsigned g = of_key[k];
+      // One decrement in memory whose zero flag says "here"; the common case falls through.
+      if (--countdown[l][g] != 0) [[likely]]
+        return;
+      pos[at[l]] = static_cast<std::uint32_t>(i);
+      grp[at[l]++] = static_cast<std::uint8_t>(g);
+      const std::uint32_t e = ++cursor[l][g];
+      countdown[l][g] = e < last[l][g] ? rk[e] - rk[e - 1] : none;
+    });
+  }
+
   template <element_word W>
   static void write_classes(const chunk_changes<W>& in, const detail::entropy_class_plan& p, std::vector<unsigned char>& out) {
     constexpr unsigned value_bits = 8 * sizeof(W);
@@ -291,8 +519,9 @@ struct entropy {
                                 std::vector<std::uint32_t>& positions, std::vector<W>& values) {
     // rice::decode also refuses parameters other than rice's fitted ones (FORMAT.md §3.4.1, tag 0).
     if (auto s = rice::decode<W>(data.subspan(1), ctx, positions, values); !s) return s.prefix("entropy (rice body)");
-    detail::entropy_class_plan p;
-    detail::entropy_plan_classes<W>(p, ctx.mode, base, positions, values);
+    auto& s = detail::entropy_thread_scratch();
+    auto& p = s.plan;
+    detail::entropy_plan_classes<W>(p, ctx.mode, base, positions, values, s);
     if (p.bytes() < data.size()) return {errc::non_canonical, "entropy: the class body is smaller than the rice body sent"};
     return {};
   }
@@ -301,8 +530,10 @@ struct entropy {
   static status decode_classes(std::span<const unsigned char> data, const chunk_context<W>& ctx, std::span<const W> base,
                                std::vector<std::uint32_t>& positions, std::vector<W>& values) {
     constexpr unsigned value_bits = 8 * sizeof(W);
-    detail::entropy_class_plan p;
-    p.groups = detail::make_entropy_groups<W>(base);
+    auto& s = detail::entropy_thread_scratch();
+    auto& p = s.plan;
+    detail::entropy_count_classes<W>(base, s.counts);
+    p.groups = detail::entropy_groups_of<W>(s.counts, base.size());
     const unsigned groups = p.groups.count;
     detail::bit_reader r(data.data() + 1, data.data() + data.size());
     // Header: per group its change count, gap and value parameters.
@@ -318,6 +549,7 @@ struct entropy {
       }
       p.changes[g] = c;
       remaining -= c;
+      p.k_gap[g] = p.k_val[g] = 0;  // (the scratch plan holds the last chunk's)
       if (c > 0 && c < n) {
         p.k_gap[g] = static_cast<std::uint8_t>(r.get(detail::entropy_gap_k_bits(n)));
         if (p.k_gap[g] > detail::entropy_max_gap_k(n)) return {errc::malformed, "entropy: gap parameter out of range"};
@@ -334,12 +566,13 @@ struct entropy {
         if (p.changes[g] < p.groups.size[g]) least += p.changes[g];
       if (least > 8 * static_cast<std::uint64_t>(data.size())) return {errc::truncated, "entropy: gaps"};
     }
-    // Gaps, group by group; a wholly changed group has none.
-    p.gaps.resize(ctx.changes);
+    // Ranks within each group, group by group (a wholly changed group has no gaps: ranks 0, 1, ...).
+    auto& rank = s.rank;
+    rank.resize(ctx.changes);
     for (unsigned g = 0; g < groups; ++g) {
       const std::uint32_t n = p.groups.size[g], c = p.changes[g];
       if (c == n) {
-        std::fill(p.gaps.begin() + p.first[g], p.gaps.begin() + p.first[g + 1], 0u);
+        for (std::uint32_t i = 0; i < c; ++i) rank[p.first[g] + i] = i;
         continue;
       }
       const unsigned raw = detail::entropy_gap_raw_bits(n);
@@ -350,30 +583,11 @@ struct entropy {
           return {r.failed() ? errc::truncated : errc::non_canonical, "entropy: gap in group " + std::to_string(g)};
         next += gap;
         if (next >= n) return {errc::index_out_of_range, "entropy: change past the end of group " + std::to_string(g)};
-        p.gaps[i] = static_cast<std::uint32_t>(gap);
+        rank[i] = static_cast<std::uint32_t>(next);
         ++next;
       }
     }
-    // Positions: walk the chunk, counting each group's elements, until every change is placed.
-    positions.resize(ctx.changes);
-    p.group_of_change.resize(ctx.changes);
-    std::array<std::uint32_t, 256> skip{}, cursor{};
-    constexpr std::uint32_t none = ~std::uint32_t{0};
-    for (unsigned g = 0; g < groups; ++g) {
-      cursor[g] = p.first[g];
-      skip[g] = p.changes[g] > 0 ? p.gaps[p.first[g]] : none;
-    }
-    std::uint32_t placed = 0;
-    for (std::uint32_t i = 0; placed < ctx.changes; ++i) {  // the counts sum to `changes`, all below the sizes
-      const unsigned g = detail::entropy_group_of(p.groups, base[i]);
-      if (skip[g] != 0) {
-        --skip[g];
-        continue;
-      }
-      positions[placed] = i;
-      p.group_of_change[placed++] = static_cast<std::uint8_t>(g);
-      skip[g] = ++cursor[g] < p.first[g + 1] ? p.gaps[cursor[g]] : none;
-    }
+    place_changes<W>(p, s.counts, base, rank, ctx.changes, positions);
     // Values, in position order.
     values.resize(ctx.changes);
     if (ctx.mode == value_mode::ulp) {
@@ -391,20 +605,18 @@ struct entropy {
     }
     if (!r.at_padded_end()) return {errc::malformed, "entropy: trailing bits after the last value"};
     // Canonical: the parameters must be the fitted ones and the class body the smaller choice.
-    std::vector<std::uint32_t> rank(ctx.changes);
-    detail::entropy_class_plan fit;
+    // entropy_fit takes the ranks in position order; place_changes left them by group.
+    auto& fit = s.fit;
     fit.groups = p.groups;
-    fit.group_of_change = p.group_of_change;
+    fit.group_of_change.assign(p.group_of_change.begin(), p.group_of_change.end());
     {
-      std::array<std::uint32_t, 256> next{}, cur{};
+      auto& by_position = p.gaps;  // free now: the ranks in position order
+      by_position.resize(ctx.changes);
+      std::array<std::uint32_t, 256> cur{};
       for (unsigned g = 0; g < groups; ++g) cur[g] = p.first[g];
-      for (std::uint32_t j = 0; j < ctx.changes; ++j) {
-        const unsigned g = p.group_of_change[j];
-        rank[j] = next[g] + p.gaps[cur[g]++];
-        next[g] = rank[j] + 1;
-      }
+      for (std::uint32_t j = 0; j < ctx.changes; ++j) by_position[j] = rank[cur[p.group_of_change[j]]++];
+      detail::entropy_fit<W>(fit, ctx.mode, values, by_position.data());
     }
-    detail::entropy_fit<W>(fit, ctx.mode, values, rank.data());
     for (unsigned g = 0; g < groups; ++g)
       if (fit.k_gap[g] != p.k_gap[g] || fit.k_val[g] != p.k_val[g])
         return {errc::non_canonical, "entropy: group " + std::to_string(g) + " parameters are not the fitted ones"};
