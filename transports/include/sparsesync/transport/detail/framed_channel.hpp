@@ -34,10 +34,8 @@ struct channel_options {
   bool acknowledge_close = false;
 };
 
-// Payloads move in slices so that the stall timeout measures progress, not the time a 1 GiB frame takes, and each
-// slice is MACed as it goes out or comes in: 1 MiB stays in cache between the socket copy and the hash, and lets
-// the two ends hash at the same time.
-inline constexpr std::size_t io_slice = std::size_t{1} << 20;
+// Payloads move in slices so that the stall timeout measures progress, not the time a 1 GiB frame takes.
+inline constexpr std::size_t io_slice = std::size_t{8} << 20;
 
 template <byte_stream Stream>
 class framed_channel {
@@ -193,18 +191,19 @@ class framed_channel {
     write_frame(frame_type::close_ack, {});
   }
 
-  // The payload's MAC is taken slice by slice as each slice goes out (its tag follows the payload on the wire):
-  // the slice is still in cache, and the peer reads and checks the first slices while later ones are hashed here.
   void write_frame(frame_type type, std::span<const std::byte> payload) {
     const auto header = encode_header({type, send_sequence_, payload.size()});
     std::array<std::byte, header_tag_size> header_tag{};
+    bytes32 payload_tag{};
     if (send_mac_) {
       const auto full = send_mac_->update(std::span(&header_tag_domain, 1)).update(header).digest();
       std::copy_n(full.begin(), header_tag_size, header_tag.begin());
       send_mac_->update(std::span(&payload_tag_domain, 1)).update(header);
+      for (std::size_t off = 0; off < payload.size(); off += io_slice)
+        send_mac_->update(payload.subspan(off, std::min(io_slice, payload.size() - off)));
+      payload_tag = send_mac_->digest();
     }
     const std::size_t first = std::min(io_slice, payload.size());
-    if (send_mac_) send_mac_->update(payload.first(first));
     {
       std::span<const std::byte> head[3];
       std::size_t n = 0;
@@ -214,13 +213,10 @@ class framed_channel {
       stream_.write(std::span(head, n), deadline_after(options_.stall_timeout));
     }
     for (std::size_t off = first; off < payload.size(); off += io_slice) {
-      const auto slice = payload.subspan(off, std::min(io_slice, payload.size() - off));
-      if (send_mac_) send_mac_->update(slice);
-      const std::span<const std::byte> piece[] = {slice};
+      const std::span<const std::byte> piece[] = {payload.subspan(off, std::min(io_slice, payload.size() - off))};
       stream_.write(piece, deadline_after(options_.stall_timeout));
     }
     if (send_mac_) {
-      const bytes32 payload_tag = send_mac_->digest();
       const std::span<const std::byte> tail[] = {payload_tag};
       stream_.write(tail, deadline_after(options_.stall_timeout));
     }
@@ -263,16 +259,15 @@ class framed_channel {
     if ((h.type == frame_type::close || h.type == frame_type::close_ack) && h.length != 0)
       throw transport_error(transport_errc::protocol, where + ": close frame with a payload");
     out.resize(static_cast<std::size_t>(h.length));
-    // Each slice is hashed as it arrives (while it is in cache); nothing of the frame is used before its tag passed.
-    if (receive_mac_) receive_mac_->update(std::span(&payload_tag_domain, 1)).update(header);
-    for (std::size_t off = 0; off < out.size(); off += io_slice) {
-      const auto slice = std::span(out).subspan(off, std::min(io_slice, out.size() - off));
-      read_all(slice, deadline_after(options_.stall_timeout), "payload");
-      if (receive_mac_) receive_mac_->update(slice);
-    }
+    for (std::size_t off = 0; off < out.size(); off += io_slice)
+      read_all(std::span(out).subspan(off, std::min(io_slice, out.size() - off)), deadline_after(options_.stall_timeout),
+               "payload");
     if (receive_mac_) {
       bytes32 tag{};
       read_all(tag, deadline_after(options_.stall_timeout), "payload tag");
+      receive_mac_->update(std::span(&payload_tag_domain, 1)).update(header);
+      for (std::size_t off = 0; off < out.size(); off += io_slice)
+        receive_mac_->update(std::span(out).subspan(off, std::min(io_slice, out.size() - off)));
       if (!equal_constant_time(receive_mac_->digest(), tag))
         throw transport_error(transport_errc::integrity, where + ": frame " + std::to_string(receive_sequence_) +
                                                              " payload fails authentication (tampered or truncated)");
