@@ -52,6 +52,16 @@ SPARSESYNC_AVX512_TARGET inline __m512i xxh3_avalanche(__m512i acc) {
   return _mm512_xor_si512(acc, _mm512_srli_epi64(acc, 32));
 }
 
+// The sum of the eight lanes modulo 2^64. (_mm512_reduce_add_epi64 adds them as signed long long in GCC's header:
+// an overflow there is undefined behaviour, which UBSan reports.)
+SPARSESYNC_AVX512_TARGET inline std::uint64_t lane_sum(__m512i v) {
+  alignas(64) std::uint64_t lanes[8];
+  _mm512_store_si512(lanes, v);
+  std::uint64_t sum = 0;
+  for (const auto x : lanes) sum += x;
+  return sum;
+}
+
 // Eight words of `bits` zero-extended to 64-bit lanes.
 template <class W>
 SPARSESYNC_AVX512_TARGET inline __m512i load8_widened(const W* bits) {
@@ -94,8 +104,8 @@ SPARSESYNC_AVX512_TARGET std::uint64_t dense_checksums_avx512(const W* bits, std
     tsum = _mm512_add_epi64(tsum, xxh3_avalanche(_mm512_add_epi64(_mm512_add_epi64(swapped, _mm512_add_epi64(hi, sixteen)), tf)));
     index = _mm512_add_epi64(index, step);
   }
-  zero += static_cast<std::uint64_t>(_mm512_reduce_add_epi64(zsum));
-  target += static_cast<std::uint64_t>(_mm512_reduce_add_epi64(tsum));
+  zero += lane_sum(zsum);
+  target += lane_sum(tsum);
   return whole;
 }
 #undef SPARSESYNC_AVX512_TARGET
