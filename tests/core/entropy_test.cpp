@@ -229,8 +229,15 @@ void check_cases() {
       // Truncated data is refused (at every length for small chunks, sampled lengths for large ones; a few for
       // the 2^24-element chunk, where every decode walks the whole chunk's base and 16 samples per word size
       // and mode cost the test command half a minute).
-      const std::size_t samples = c.base.size() > (1u << 20) ? 4 : 512;
-      const std::size_t step = data.size() > 4096 ? data.size() / samples : 1;
+      // Under the sanitizers at most 64 lengths per case: each decode walks the chunk's base, and every length of
+      // every case cost the sanitizer stage ~35 s (the fuzz harnesses truncate at random lengths there too).
+#if defined(__SANITIZE_ADDRESS__)
+      constexpr std::size_t sampled = 64, every_length_below = 64;
+#else
+      constexpr std::size_t sampled = 512, every_length_below = 4096;
+#endif
+      const std::size_t samples = c.base.size() > (1u << 20) ? 4 : sampled;
+      const std::size_t step = data.size() > every_length_below ? data.size() / samples : 1;
       for (std::size_t len = 0; len < data.size(); len += step) CHECK_FALSE(entropy::decode<W>(data.first(len), context_of(in), pos, val).ok());
       // A byte too many is refused too.
       std::vector<unsigned char> longer(data.begin(), data.end());
@@ -252,7 +259,12 @@ void check_mutations() {
       const auto in = changes_of(c, mode, coded);
       std::vector<unsigned char> out;
       entropy::encode<W>(in, out);
-      for (int t = 0; t < 100; ++t) {
+#if defined(__SANITIZE_ADDRESS__)
+      constexpr int trials = 25;  // each decode walks the chunk's base; the fuzz harness mutates far more there
+#else
+      constexpr int trials = 100;
+#endif
+      for (int t = 0; t < trials; ++t) {
         auto bad = out;
         const std::size_t at = rng() % bad.size();
         if (t % 2) bad[at] ^= static_cast<unsigned char>(1u << (rng() % 8));
