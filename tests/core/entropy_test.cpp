@@ -234,7 +234,7 @@ void check_cases() {
 #if defined(__SANITIZE_ADDRESS__)
       constexpr std::size_t sampled = 64, every_length_below = 64;
 #else
-      constexpr std::size_t sampled = 512, every_length_below = 4096;
+      constexpr std::size_t sampled = 128, every_length_below = 1024;
 #endif
       const std::size_t samples = c.base.size() > (1u << 20) ? 4 : sampled;
       const std::size_t step = data.size() > every_length_below ? data.size() / samples : 1;
