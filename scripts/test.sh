@@ -64,7 +64,7 @@ if ! nvidia-smi -L > /dev/null 2>&1; then
   echo "test.sh: no GPU found (nvidia-smi -L): CUDA code, and the host code of the GPU tests, compiled unoptimized; the GPU tests will skip"
 fi
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DSPARSESYNC_BUILD_BENCH=OFF -DCMAKE_CUDA_ARCHITECTURES="$cuda_arch" \
-  -DCMAKE_CUDA_FLAGS="$cuda_flags" -DSPARSESYNC_GPU_TESTS_UNOPTIMIZED="${gpu_unoptimized:-OFF}"
+  -DCMAKE_CUDA_FLAGS="$cuda_flags" -DSPARSESYNC_GPU_TESTS_UNOPTIMIZED="${gpu_unoptimized:-OFF}" -DSPARSESYNC_TESTS_O1=ON
 cmake --build "$build" -j "$(nproc)"
 run_ctest main "$build" --output-on-failure --timeout 900 -j "$(nproc)" "$@"
 
