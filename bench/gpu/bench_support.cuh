@@ -29,24 +29,25 @@ __device__ __forceinline__ std::uint64_t mix(std::uint64_t z) {
 }
 
 // Initial weights: BF16 of magnitude ~0.002 to 0.03, random sign (the exponent range of trained LLM weights).
+// Element k of `w` is element `first + k` of the flattened model (a shard of it: engine_sharded_bench.cu).
 template <int = 0>
-__global__ void fill_kernel(std::uint16_t* w, std::uint64_t n, std::uint64_t seed) {
-  for (std::uint64_t i = std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < n; i += std::uint64_t{gridDim.x} * blockDim.x) {
-    const std::uint64_t h = mix(i ^ seed);
+__global__ void fill_kernel(std::uint16_t* w, std::uint64_t n, std::uint64_t seed, std::uint64_t first = 0) {
+  for (std::uint64_t k = std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x; k < n; k += std::uint64_t{gridDim.x} * blockDim.x) {
+    const std::uint64_t h = mix((k + first) ^ seed);
     const std::uint16_t exp = static_cast<std::uint16_t>(118 + (h >> 60) % 6);  // 2^-9 .. 2^-4
-    w[i] = static_cast<std::uint16_t>(((h >> 32) & 0x8000u) | (exp << 7) | (h & 0x7Fu));
+    w[k] = static_cast<std::uint16_t>(((h >> 32) & 0x8000u) | (exp << 7) | (h & 0x7Fu));
   }
 }
 
 // An RL-like step: each element moves by one or two ULPs with probability `density`, else keeps its bits.
 template <int = 0>
-__global__ void step_kernel(std::uint16_t* w, std::uint64_t n, std::uint64_t step, std::uint64_t threshold) {
-  for (std::uint64_t i = std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < n; i += std::uint64_t{gridDim.x} * blockDim.x) {
-    const std::uint64_t h = mix(i * 0x100000001B3ull ^ (step << 48) ^ 0xA5A5);
+__global__ void step_kernel(std::uint16_t* w, std::uint64_t n, std::uint64_t step, std::uint64_t threshold, std::uint64_t first = 0) {
+  for (std::uint64_t k = std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x; k < n; k += std::uint64_t{gridDim.x} * blockDim.x) {
+    const std::uint64_t h = mix((k + first) * 0x100000001B3ull ^ (step << 48) ^ 0xA5A5);
     if ((h >> 11) < threshold) {
       const bool up = h & 1;
       const std::uint16_t d = static_cast<std::uint16_t>(1 + ((h >> 1) & 1));
-      w[i] = static_cast<std::uint16_t>(up ? w[i] + d : w[i] - d);
+      w[k] = static_cast<std::uint16_t>(up ? w[k] + d : w[k] - d);
     }
   }
 }

@@ -34,29 +34,6 @@ using namespace bench_gpu;
 using link_t = nccl_link<inproc_transport>;
 using receiver_t = sync::sharded_receiver<link_t, sync::device_sink>;
 
-// bench_support's generator at an offset: element k of a buffer is element `first + k` of the flattened model, so a
-// rank's shard, a worker's model and a worker's reference all see the same stream.
-template <int = 0>
-__global__ void fill_at_kernel(std::uint16_t* w, std::uint64_t n, std::uint64_t first, std::uint64_t seed) {
-  for (std::uint64_t k = std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x; k < n; k += std::uint64_t{gridDim.x} * blockDim.x) {
-    const std::uint64_t h = mix((k + first) ^ seed);
-    const std::uint16_t exp = static_cast<std::uint16_t>(118 + (h >> 60) % 6);
-    w[k] = static_cast<std::uint16_t>(((h >> 32) & 0x8000u) | (exp << 7) | (h & 0x7Fu));
-  }
-}
-template <int = 0>
-__global__ void step_at_kernel(std::uint16_t* w, std::uint64_t n, std::uint64_t first, std::uint64_t step, std::uint64_t threshold) {
-  for (std::uint64_t k = std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x; k < n; k += std::uint64_t{gridDim.x} * blockDim.x) {
-    const std::uint64_t i = k + first;
-    const std::uint64_t h = mix(i * 0x100000001B3ull ^ (step << 48) ^ 0xA5A5);
-    if ((h >> 11) < threshold) {
-      const bool up = h & 1;
-      const std::uint16_t d = static_cast<std::uint16_t>(1 + ((h >> 1) & 1));
-      w[k] = static_cast<std::uint16_t>(up ? w[k] + d : w[k] - d);
-    }
-  }
-}
-
 struct options {
   std::uint64_t layers = 28;
   double density = 0.01;
@@ -134,7 +111,7 @@ void run(const model_layout& full, const options& o, int ranks, int gpus) {
     k.shard = std::make_unique<device_buffer>(r, k.layout.numel());
     for (std::size_t t = 0; t < k.layout.size(); ++t) k.views.push_back({k.shard->p + k.layout.first_element(t), k.layout[t].numel(), k.layout[t].dtype});
     CK(cudaStreamCreateWithFlags(&k.stream, cudaStreamNonBlocking));
-    fill_at_kernel<<<4096, 256, 0, k.stream>>>(k.shard->p, k.shard->n, k.first, seed);
+    fill_kernel<<<4096, 256, 0, k.stream>>>(k.shard->p, k.shard->n, seed, k.first);  // its range of the model
     CK(cudaStreamSynchronize(k.stream));
     k.free_before = free_bytes(r);
     sync::sender_options so;
@@ -164,7 +141,7 @@ void run(const model_layout& full, const options& o, int ranks, int gpus) {
     x->device = gpus - o.workers + w;
     x->model = std::make_unique<device_buffer>(x->device, full.numel());
     x->reference = std::make_unique<device_buffer>(x->device, full.numel());
-    fill_at_kernel<<<4096, 256>>>(x->reference->p, full.numel(), 0, seed);
+    fill_kernel<<<4096, 256>>>(x->reference->p, full.numel(), seed);
     CK(cudaDeviceSynchronize());
     std::vector<tensor_view> views;
     for (std::size_t t = 0; t < full.size(); ++t) views.push_back({x->model->p + full.first_element(t), full[t].numel(), full[t].dtype});
@@ -207,12 +184,12 @@ void run(const model_layout& full, const options& o, int ranks, int gpus) {
     if (v > 1) {
       for (auto& k : rs) {
         CK(cudaSetDevice(k.device));
-        step_at_kernel<<<4096, 256, 0, k.stream>>>(k.shard->p, k.shard->n, k.first, static_cast<std::uint64_t>(v), threshold);
+        step_kernel<<<4096, 256, 0, k.stream>>>(k.shard->p, k.shard->n, static_cast<std::uint64_t>(v), threshold, k.first);
         CK(cudaStreamSynchronize(k.stream));
       }
       for (auto& w : ws) {
         CK(cudaSetDevice(w->device));
-        step_at_kernel<<<4096, 256>>>(w->reference->p, full.numel(), 0, static_cast<std::uint64_t>(v), threshold);
+        step_kernel<<<4096, 256>>>(w->reference->p, full.numel(), static_cast<std::uint64_t>(v), threshold);
         CK(cudaDeviceSynchronize());
       }
     }
