@@ -158,13 +158,30 @@ TEST_CASE("GPU workers over NCCL killed or hung mid-version: the others finish, 
   CHECK(hung->wait_for_line("stalled 6", 10s));
   const auto [r7, s7] = publish(7);  // the hung worker's frames never leave; the others go on
   CHECK(r7.acknowledged == 3);
+  // Its link aborts 2 s after its credit wait began, in version 6; the trainer's other links stay live through
+  // that abort (ncclCommAbort frees memory, which waits for every kernel on the trainer's GPU), and the next
+  // version reaches the three others.
+  const auto connected = [&] {
+    std::size_t n = 0;
+    for (const auto& s : tx.receivers()) n += s.connected;
+    return n;
+  };
+  const auto t_abort = std::chrono::steady_clock::now();
+  while (connected() > 3 && std::chrono::steady_clock::now() - t_abort < 15s) std::this_thread::sleep_for(20ms);
+  CHECK(connected() == 3);
+  MESSAGE("the hung worker's session ended " << std::chrono::duration<double>(std::chrono::steady_clock::now() - t_abort).count() * 1e3
+                                             << " ms after version 7 was published");
+  const auto [r8, s8] = publish(8);
+  CHECK(r8.acknowledged == 3);
+  CHECK(r8.lagging == 0);
+  CHECK(s8 < 10.0);
   hung.reset();  // killed
 
   stop = true;
   acceptor.join();
   tx.close();
   for (auto* w : {&w0, &w1, static_cast<gpu_worker*>(restarted.get())}) {
-    CHECK(w->wait_for_line("applied 7 patch " + hex(r7.target_checksum), 30s));
+    CHECK(w->wait_for_line("applied 8 patch " + hex(r8.target_checksum), 30s));
     CHECK(w->join() == 0);
   }
   std::filesystem::remove_all(dir);

@@ -419,7 +419,8 @@ TEST_CASE("over NCCL: a worker that stops receiving mid-version is not waited fo
     MESSAGE("session " << st.id << ": connected " << st.connected << ", version " << st.version << ", lagging " << st.lagging
                        << ", last error: " << (st.last_error.empty() ? "(none)" : st.last_error));
   MESSAGE("good link, trainer end: aborted " << good_trainer_end->aborted() << ", frames sent " << good_trainer_end->stats().frames_sent
-                                             << ", deferred NCCL calls " << good_trainer_end->stats().deferred_calls);
+                                             << ", deferred NCCL calls " << good_trainer_end->stats().deferred_calls
+                                             << ", its ncclCommAbort took " << good_trainer_end->stats().abort_ms << " ms (-1: none)");
   CHECK(r3.acknowledged == 1);
   CHECK(r3.marked_lagging == 1);
   if (good.failed) MESSAGE("the good worker stopped: " << good.why);
@@ -436,7 +437,8 @@ TEST_CASE("over NCCL: a worker that stops receiving mid-version is not waited fo
   while (!stuck_trainer_end->aborted() && std::chrono::steady_clock::now() - t_stuck < 10s) std::this_thread::sleep_for(10ms);
   CHECK(stuck_trainer_end->aborted());
   MESSAGE("the stuck worker's link aborted " << std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() * 1e3
-                                             << " ms after version 3 was published (timeout 2 s)");
+                                             << " ms after version 3 was published (timeout 2 s); its ncclCommAbort took "
+                                             << stuck_trainer_end->stats().abort_ms << " ms");
   // The stuck worker, reading again, finds its device path dead within its own timeout (6 s): an error, not a
   // hang; its weights hold version 2 still (nothing of version 3 was written).
   const auto t_read = std::chrono::steady_clock::now();

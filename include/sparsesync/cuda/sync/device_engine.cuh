@@ -622,10 +622,12 @@ class device_applier_impl final : public sync::device_applier_backend {
     return {};
   }
 
-  // Room for `need` bytes of frames, keeping the first `keep` (the stream idles first: rare, the first versions).
+  // Room for `need` bytes of frames, keeping the first `keep` (the streams idle first: rare, the first versions).
+  // The verify lanes too: they may still be reading the frames that move.
   void grow(std::size_t need, std::size_t keep) {
     if (need <= arena_.size()) return;
     throw_on_cuda_error(cudaStreamSynchronize(opt_.stream), "grow");
+    for (const auto& l : lanes_) throw_on_cuda_error(cudaStreamSynchronize(l->get()), "grow");
     arena_.grow(need, keep, 16u << 20, applier_.get());
   }
 

@@ -39,6 +39,8 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <memory>
@@ -82,12 +84,28 @@ inline std::array<std::byte, device_credit_size> encode_device_credit(std::uint6
   return m;
 }
 inline bool is_device_credit(std::span<const std::byte> m) { return !m.empty() && m[0] == device_credit_type; }
+
+// SPARSESYNC_NCCL_LINK_TRACE=1 prints each credit, transfer and abort of every link to stderr with a time stamp:
+// what a stalled link waited for is then on record (docs/PROTOCOL.md, "Timeouts").
+inline bool nccl_link_trace_on() {
+  static const bool on = [] {
+    const char* e = std::getenv("SPARSESYNC_NCCL_LINK_TRACE");
+    return e && *e && *e != '0';
+  }();
+  return on;
+}
+inline void nccl_link_trace(bool trainer, int device, const std::string& what) {
+  static const auto t0 = std::chrono::steady_clock::now();
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  std::fprintf(stderr, "[nccl_link %s gpu %d +%.3f ms] %s\n", trainer ? "trainer" : "worker", device, ms, what.c_str());
+}
 }  // namespace detail
 
 // What a link moved on its device path, and how often NCCL deferred a call (ncclInProgress: the caller then
 // waited for it to be enqueued).
 struct nccl_link_stats {
   std::uint64_t frames_sent = 0, bytes_sent = 0, frames_received = 0, bytes_received = 0, deferred_calls = 0;
+  double abort_ms = -1;  // how long the communicator's ncclCommAbort took, once the link aborted (-1: not yet)
 };
 
 template <class Control>
@@ -137,7 +155,7 @@ class nccl_link {
   using on_device = cuda::device_scope;
 
   struct state {
-    state(Control c, const nccl_link_options& o, bool sender) : control(std::move(c)), opt(o) {
+    state(Control c, const nccl_link_options& o, bool sender) : control(std::move(c)), opt(o), trainer(sender) {
       if (opt.timeout.count() <= 0) opt.timeout = sender ? std::chrono::milliseconds(10000) : std::chrono::milliseconds(30000);
     }
     state(const state&) = delete;
@@ -153,9 +171,10 @@ class nccl_link {
       if (device < 0) return;
       on_device guard(device, std::nothrow);
       // Abort, not destroy: it never waits for the peer, and frames still on their way when the link goes are
-      // cancelled (the peer may be gone).
+      // cancelled (the peer may be gone). An abort the watchdog had not got to yet happens here.
+      if (doomed) ncclCommAbort(doomed);
       if (comm) ncclCommAbort(comm);
-      comm = nullptr;
+      doomed = comm = nullptr;
       if (stream) cudaStreamSynchronize(stream);  // the aborted kernels have left
       for (auto& s : sends) cudaEventDestroy(s.done);
       sends.clear();
@@ -218,6 +237,10 @@ class nccl_link {
       }
     }
 
+    void trace(const std::string& what) const {
+      if (detail::nccl_link_trace_on()) detail::nccl_link_trace(trainer, device, what);
+    }
+
     void throw_if_aborted_locked() const {
       if (aborted) throw transport_error(transport_errc::connection_closed, "nccl_link: the device path was aborted (" + why + ")");
     }
@@ -257,6 +280,7 @@ class nccl_link {
         throw_if_aborted_locked();
         credit_wait = true;
         credit_since = clock::now();
+        trace("waiting for the credit of a frame of " + std::to_string(bytes) + " bytes");
         if (!watchdog.joinable()) watchdog = std::thread([this] { watch(); });
         cv.notify_all();
       }
@@ -293,6 +317,7 @@ class nccl_link {
         std::lock_guard lock(mutex);
         credit_wait = false;
         throw_if_aborted_locked();
+        trace("credit received");
         return;
       }
     }
@@ -313,6 +338,7 @@ class nccl_link {
       }
       if (f.ready) detail::check_cuda(cudaStreamWaitEvent(stream, static_cast<cudaEvent_t>(f.ready), 0), "cudaStreamWaitEvent");
       enqueued_locked(ncclSend(f.data, f.bytes, ncclUint8, peer, comm, stream), "ncclSend");
+      trace("send enqueued, " + std::to_string(sends.size() + 1) + " in flight");
       ++stats.frames_sent;
       stats.bytes_sent += f.bytes;
       cudaEvent_t done = take_event_locked();
@@ -342,6 +368,7 @@ class nccl_link {
         }
         receiving = true;
         receive_since = clock::now();
+        trace("receive of " + std::to_string(bytes) + " bytes posted" + (posted == ncclInProgress ? " (deferred)" : ""));
         if (!watchdog.joinable()) watchdog = std::thread([this] { watch(); });
         cv.notify_all();
       }
@@ -370,6 +397,7 @@ class nccl_link {
         if (!out_head.empty())
           detail::check_cuda(cudaMemcpyAsync(head, dst, out_head.size(), cudaMemcpyDeviceToHost, stream), "copy frame head");
         detail::check_cuda(cudaEventRecord(recv_done, stream), "cudaEventRecord");
+        trace("credit sent, receive settled");
       } catch (...) {
         std::lock_guard lock(mutex);
         receiving = false;
@@ -398,6 +426,7 @@ class nccl_link {
       }
       if (!out_head.empty()) std::memcpy(out_head.data(), head, out_head.size());
       std::lock_guard lock(mutex);
+      trace("frame received");
       ++stats.frames_received;
       stats.bytes_received += bytes;
     }
@@ -407,16 +436,50 @@ class nccl_link {
       abort_locked(reason);
     }
 
+    // Marks the link aborted at once; the communicator itself is aborted by the watchdog thread, outside the
+    // mutex. ncclCommAbort frees the communicator's device memory, and a cudaFree waits for every kernel on the
+    // device, other links' transfers included (NCCL's "using multiple communicators" caveat): held under the mutex,
+    // it would stall this link's callers, and aborted() / stats(), for as long.
     void abort_locked(const std::string& reason) noexcept {
       if (aborted) return;
       aborted = true;
       why = reason;
       detail::last_link_abort().store(clock::now().time_since_epoch().count());
-      if (comm) {
-        on_device guard(device, std::nothrow);
-        ncclCommAbort(comm);  // the kernels of transfers in flight exit; the link's stream drains
-        comm = nullptr;
+      try {
+        trace("abort: " + reason);
+      } catch (...) {
       }
+      if (comm) {
+        doomed = comm;  // no caller uses it again: each checks `aborted` under the mutex first
+        comm = nullptr;
+        if (!watchdog.joinable() && !stopping) {
+          try {
+            watchdog = std::thread([this] { watch(); });
+          } catch (...) {
+            on_device guard(device, std::nothrow);
+            ncclCommAbort(doomed);  // no thread to hand it to: here, then
+            doomed = nullptr;
+          }
+        }
+      }
+      cv.notify_all();
+    }
+
+    // The watchdog's part of an abort (mutex held on entry and on return): the kernels of transfers in flight exit,
+    // the link's stream drains, and a receive sleeping on its event wakes.
+    void abort_doomed(std::unique_lock<std::mutex>& lock) {
+      ncclComm_t c = doomed;
+      doomed = nullptr;
+      lock.unlock();
+      const auto t0 = clock::now();
+      {
+        on_device guard(device, std::nothrow);
+        ncclCommAbort(c);
+      }
+      const double ms = std::chrono::duration<double, std::milli>(clock::now() - t0).count();
+      lock.lock();
+      stats.abort_ms = ms;
+      trace("communicator aborted in " + std::to_string(ms) + " ms");
       cv.notify_all();
     }
 
@@ -451,6 +514,10 @@ class nccl_link {
       std::unique_lock lock(mutex);
       cudaSetDevice(device);
       while (!stopping) {
+        if (doomed) {
+          abort_doomed(lock);
+          continue;
+        }
         reap_locked();
         if (credit_wait && !aborted) {
           if (clock::now() - credit_since > opt.timeout) {  // a peer posts its receive whatever our GPU does
@@ -500,6 +567,8 @@ class nccl_link {
     nccl_link_options opt;
     int device = -1, peer = 1;
     ncclComm_t comm = nullptr;
+    ncclComm_t doomed = nullptr;  // aborted, its ncclCommAbort not yet done (the watchdog's job)
+    bool trainer = false;         // this end sends the frames
     cudaStream_t stream = nullptr;
     cudaEvent_t after_event{}, recv_done{};
     unsigned char* head = nullptr;  // pinned: the frame's head comes down with its receive
