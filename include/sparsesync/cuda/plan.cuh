@@ -386,7 +386,7 @@ class apply_plan {
   // needs no extra memory (the rollback decodes it again and steps back); an absolute-coded one, and an entropy
   // one (its decode reads classes from the old weights, which the commit changed), keeps its own staging with the
   // old bits until begin() (8 bytes per change, 12 for 4-byte dtypes). The frames must
-  // keep their bytes until begin() (see frames_moved()).
+  // keep their bytes, at the same address, until begin().
   void apply_undoable(const unsigned char* d_frame, std::size_t frame_bytes, void* const* d_model, std::span<const unsigned char> host_copy = {}) {
     if (committed_ != verified_) throw error(errc::invalid_argument, "apply_plan: apply_undoable after an uncommitted verify");
     size_staging(d_frame, frame_bytes, host_copy);
@@ -425,17 +425,6 @@ class apply_plan {
       commit(d_frame, frame_bytes, d_model);  // right after its verify: the kept staging is reused
       undo_log_.push_back({d_frame, frame_bytes, committed_ - 1});
     }
-  }
-  // The caller moved the frames of this patch ([from, from + bytes) copied to `to`, the old copy to be freed):
-  // the kept staging and the undo log refer to frames by address and follow them.
-  void frames_moved(const unsigned char* from, std::size_t bytes, const unsigned char* to) noexcept {
-    const auto lo = reinterpret_cast<std::uintptr_t>(from);
-    const auto follow = [&](const unsigned char*& f) {
-      const auto at = reinterpret_cast<std::uintptr_t>(f);
-      if (at >= lo && at - lo < bytes) f = to + (at - lo);
-    };
-    for (auto& k : kept_) follow(k.frame);
-    for (auto& u : undo_log_) follow(u.frame);
   }
   // Writes back the old bits of everything apply_undoable() wrote since begin(), last bucket first, and waits
   // for the stream. Buckets are written in order and none after the first refusal, so the written ones are

@@ -505,8 +505,8 @@ class device_applier_impl final : public sync::device_applier_backend {
     full_ = full;
     known_ = full ? std::nullopt : known_base;
     changed_ = 0;
-    used_ = 0;
     frames_.clear();
+    arena_.rewind([&] { wait_idle(); });
     if (!applier_ || applier_known_ != known_.has_value()) {
       apply_config cfg;
       cfg.known_base = known_.has_value();  // then only changed elements are read
@@ -565,7 +565,7 @@ class device_applier_impl final : public sync::device_applier_backend {
     device_scope on(device_);
     if (!full_ && opt_.commit == frame_commit_mode::atomic) {
       auto* d = weights_ptrs_.mutable_data();
-      for (const auto& [off, bytes] : frames_) applier_->commit(arena_.data() + off, bytes, d);
+      for (const auto& [frame, bytes] : frames_) applier_->commit(frame, bytes, d);
       const auto r = applier_->result();
       if (!r.status) throw error(r.status.code(), "device_sink: commit of a verified version failed: " + r.status.message());
     } else {
@@ -599,36 +599,32 @@ class device_applier_impl final : public sync::device_applier_backend {
   // again: each one reuses the arena's start (the stream orders its upload after the last one's apply), so a
   // model-sized transfer never needs model-sized scratch.
   unsigned char* reserve(std::size_t bytes) {
-    if (full_) used_ = 0;
-    grow(used_ + bytes, used_);
+    if (full_) arena_.rewind([&] { wait_idle(); });
+    slot_ = arena_.take(bytes, 16u << 20);
     slot_bytes_ = bytes;
-    return arena_.data() + used_;
+    return slot_;
   }
 
   // Verifies (and, for a full transfer or a streamed commit, writes) the frame in the reserved slot. `host`: the
   // frame or its header in host memory, where the applier reads the counts it sizes its staging by (no device
   // round trip per bucket).
   status add_reserved(std::span<const unsigned char> host) {
-    unsigned char* d_frame = arena_.data() + used_;
+    unsigned char* d_frame = slot_;
     const std::size_t bytes = slot_bytes_;
     auto* d = weights_ptrs_.mutable_data();
     if (full_) applier_->apply(d_frame, bytes, d, host);  // no version to protect
     else if (opt_.commit == frame_commit_mode::streamed) applier_->apply_undoable(d_frame, bytes, d, host);
     else applier_->verify(d_frame, bytes, d, host);
-    if (!full_) frames_.emplace_back(used_, bytes);
-    used_ += bytes;
+    if (!full_) frames_.emplace_back(d_frame, bytes);
     // The verdict is read once, at finish(): one synchronization per version, not per bucket (apply_plan
     // reads each frame's change count on its own).
     return {};
   }
 
-  // Room for `need` bytes of frames, keeping the first `keep` (the streams idle first: rare, the first versions).
-  // The verify lanes too: they may still be reading the frames that move.
-  void grow(std::size_t need, std::size_t keep) {
-    if (need <= arena_.size()) return;
-    throw_on_cuda_error(cudaStreamSynchronize(opt_.stream), "grow");
-    for (const auto& l : lanes_) throw_on_cuda_error(cudaStreamSynchronize(l->get()), "grow");
-    arena_.grow(need, keep, 16u << 20, applier_.get());
+  // Before the frame arena's blocks are merged: the verify lanes and the stream may still read frames.
+  void wait_idle() {
+    throw_on_cuda_error(cudaStreamSynchronize(opt_.stream), "frame arena");
+    for (const auto& l : lanes_) throw_on_cuda_error(cudaStreamSynchronize(l->get()), "frame arena");
   }
 
   int device_ = current_device();  // first: the members below are made on it
@@ -640,11 +636,12 @@ class device_applier_impl final : public sync::device_applier_backend {
   std::unique_ptr<apply_plan> applier_;
   bool applier_known_ = false;
   std::vector<std::unique_ptr<encode_plan>> checksummers_;
-  std::vector<std::pair<std::size_t, std::size_t>> frames_;
+  std::vector<std::pair<const unsigned char*, std::size_t>> frames_;
   pinned_bytes staging_;
   cuda_event staged_;  // the last frame upload from staging_
   frame_arena arena_;
-  std::size_t used_ = 0, slot_bytes_ = 0;
+  unsigned char* slot_ = nullptr;
+  std::size_t slot_bytes_ = 0;
   bool full_ = false;
   std::optional<std::uint64_t> known_;
   std::uint64_t changed_ = 0, target_ = 0;

@@ -1,6 +1,9 @@
-// Device memory for the bucket frames of one version on a receiving GPU, kept across versions: it grows (rarely,
-// on the first versions) keeping the frames already in it, and tells the apply plan whose staging points into
-// them.
+// Device memory for the bucket frames of one version on a receiving GPU, kept across versions. Frames are taken
+// one after the other and never move; when the memory is full a new block is added, without waiting for the
+// device: a receiver that synchronized mid-version (to copy its frames into a bigger buffer) waited for its whole
+// verify backlog while the sender waited for its next receive, long enough for a link timeout on dense versions
+// (bench/results/gpu-test-runs/engine_nccl_large_version-665b91e.log). Between versions, an arena that grew
+// into several blocks becomes one.
 #pragma once
 
 #include <sparsesync/cuda/cuda_error.hpp>
@@ -9,6 +12,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <vector>
 
 SPARSESYNC_NS_BEGIN
 namespace cuda {
@@ -18,34 +22,60 @@ class frame_arena {
   frame_arena() = default;
   frame_arena(const frame_arena&) = delete;
   frame_arena& operator=(const frame_arena&) = delete;
-  ~frame_arena() {
-    if (p_) cudaFree(p_);
-  }
+  ~frame_arena() { release(); }
 
-  // Room for `need` bytes, keeping the first `keep` (and `slack` more, so that growth stays rare). The caller's
-  // streams must be idle: they may still read the old frames. `plan` (an apply_plan, or null) follows the moved
-  // frames. (A template on it so that this header instantiates no kernel.)
-  template <class Plan>
-  void grow(std::size_t need, std::size_t keep, std::size_t slack, Plan* plan) {
-    if (need <= bytes_) return;
-    unsigned char* bigger = nullptr;
-    const std::size_t cap = std::max<std::size_t>(2 * bytes_, need + slack);
-    throw_on_cuda_error(cudaMalloc(reinterpret_cast<void**>(&bigger), cap), "cudaMalloc (frame arena)");
-    if (keep) {
-      throw_on_cuda_error(cudaMemcpy(bigger, p_, keep, cudaMemcpyDeviceToDevice), "cudaMemcpy (frame arena)");
-      if (plan) plan->frames_moved(p_, keep, bigger);  // its kept staging points into the frames
+  // Room for the next frame of `bytes` bytes, valid until the next rewind(). A new block holds at least `slack`
+  // more bytes, and as many as the arena already has (growth stays rare).
+  unsigned char* take(std::size_t bytes, std::size_t slack) {
+    while (current_ < blocks_.size() && blocks_[current_].bytes - used_ < bytes) {
+      ++current_;
+      used_ = 0;
     }
-    if (p_) cudaFree(p_);
-    p_ = bigger;
-    bytes_ = cap;
+    if (current_ == blocks_.size()) {
+      add_block(std::max(size(), bytes + slack));
+      used_ = 0;
+    }
+    unsigned char* at = blocks_[current_].p + used_;
+    used_ += bytes;
+    return at;
   }
 
-  [[nodiscard]] unsigned char* data() const noexcept { return p_; }
-  [[nodiscard]] std::size_t size() const noexcept { return bytes_; }
+  // The frames taken so far are no longer needed. If the arena is in several blocks they become one of the same
+  // total size; `wait_idle()` is called first (the caller's streams may still read the frames, and cudaFree
+  // waits for the device anyway): rare, on the first versions.
+  template <class WaitIdle>
+  void rewind(WaitIdle&& wait_idle) {
+    current_ = used_ = 0;
+    if (blocks_.size() <= 1) return;
+    wait_idle();
+    const std::size_t total = size();
+    release();
+    add_block(total);
+  }
+
+  [[nodiscard]] std::size_t size() const noexcept {
+    std::size_t n = 0;
+    for (const auto& b : blocks_) n += b.bytes;
+    return n;
+  }
 
  private:
-  unsigned char* p_ = nullptr;
-  std::size_t bytes_ = 0;
+  struct block {
+    unsigned char* p;
+    std::size_t bytes;
+  };
+  void add_block(std::size_t bytes) {
+    unsigned char* p = nullptr;
+    throw_on_cuda_error(cudaMalloc(reinterpret_cast<void**>(&p), bytes), "cudaMalloc (frame arena)");
+    blocks_.push_back({p, bytes});
+  }
+  void release() noexcept {
+    for (const auto& b : blocks_) cudaFree(b.p);
+    blocks_.clear();
+  }
+
+  std::vector<block> blocks_;
+  std::size_t current_ = 0, used_ = 0;  // the block being filled, and its bytes taken
 };
 
 }  // namespace cuda

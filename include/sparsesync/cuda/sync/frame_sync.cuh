@@ -178,20 +178,23 @@ class frame_subscriber {
  private:
   std::optional<frame_received_version> receive_version(void* const* d_weights) {
     frame_received_version out;
-    std::vector<std::pair<std::size_t, std::size_t>> frames;
-    std::size_t used = 0;
+    std::vector<std::pair<const unsigned char*, std::size_t>> frames;
+    arena_.rewind([&] {
+      throw_on_cuda_error(cudaStreamSynchronize(stream_), "frame arena");
+      throw_on_cuda_error(cudaStreamSynchronize(channel_stream_), "frame arena");
+    });
     for (;;) {
       const auto size = channel_.receive_size();
       if (!size) {
         if (frames.empty()) return std::nullopt;
         throw error(errc::truncated, "frame_subscriber: the channel closed inside a version");
       }
-      grow(used + *size, used);
-      channel_.receive_payload(arena_.data() + used);
+      unsigned char* at = arena_.take(*size, 64u << 20);
+      channel_.receive_payload(at);
       out.payload_bytes += *size;
       if (*size == patch_header_bytes) {  // the end of the version (a bucket frame is longer)
         unsigned char host[patch_header_bytes];
-        throw_on_cuda_error(cudaMemcpyAsync(host, arena_.data() + used, patch_header_bytes, cudaMemcpyDeviceToHost, channel_stream_), "read header");
+        throw_on_cuda_error(cudaMemcpyAsync(host, at, patch_header_bytes, cudaMemcpyDeviceToHost, channel_stream_), "read header");
         throw_on_cuda_error(cudaStreamSynchronize(channel_stream_), "read header");
         patch_header h;
         throw_if_error(sparsesync::detail::read_patch_header({host, patch_header_bytes}, h));
@@ -201,7 +204,7 @@ class frame_subscriber {
         const auto verdict = applier_->result();
         if (!verdict.status) throw error(verdict.status);
         if (mode_ == commit_mode::atomic) {
-          for (const auto& [off, bytes] : frames) applier_->commit(arena_.data() + off, bytes, d_weights);
+          for (const auto& [frame, bytes] : frames) applier_->commit(frame, bytes, d_weights);
           const auto done = applier_->result();
           if (!done.status) throw error(done.status);
         }
@@ -218,10 +221,9 @@ class frame_subscriber {
       }
       throw_on_cuda_error(cudaEventRecord(arrived_, channel_stream_), "cudaEventRecord");
       throw_on_cuda_error(cudaStreamWaitEvent(stream_, arrived_, 0), "cudaStreamWaitEvent");
-      if (mode_ == commit_mode::streamed) applier_->apply_undoable(arena_.data() + used, *size, d_weights);
-      else applier_->verify(arena_.data() + used, *size, d_weights);
-      frames.emplace_back(used, *size);
-      used += *size;
+      if (mode_ == commit_mode::streamed) applier_->apply_undoable(at, *size, d_weights);
+      else applier_->verify(at, *size, d_weights);
+      frames.emplace_back(at, *size);
     }
   }
 
@@ -240,13 +242,6 @@ class frame_subscriber {
     apply_config cfg;
     cfg.known_base = held_.has_value();
     applier_ = std::make_unique<apply_plan>(layout_, cfg, stream_);
-  }
-  // Room for `need` bytes, keeping the first `keep` (both streams idle first: rare, the first versions).
-  void grow(std::size_t need, std::size_t keep) {
-    if (need <= arena_.size()) return;
-    throw_on_cuda_error(cudaStreamSynchronize(stream_), "grow");
-    throw_on_cuda_error(cudaStreamSynchronize(channel_stream_), "grow");
-    arena_.grow(need, keep, 64u << 20, applier_.get());
   }
 
   const model_layout& layout_;

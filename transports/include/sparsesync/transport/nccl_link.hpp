@@ -12,7 +12,10 @@
 //
 // Never-hang argument (docs/PROTOCOL.md, "Timeouts" and "Device frames: credits"): the trainer's end enqueues
 // a frame's ncclSend only once the worker has said, on the control link, that its ncclRecv for that frame is
-// enqueued (a credit). So no send kernel ever waits on the trainer's GPU for a peer that stopped: a stalled or
+// enqueued (a credit). The engine's send_device() only queues the frame: a credit reader thread per link waits
+// for the credits and enqueues the sends, so the engine announces the next frame meanwhile and the worker, which
+// has it at hand when a frame arrives, posts its next receive at once (waiting for each credit on the engine's
+// thread cost ~0.3 ms per frame: bench/results/engine-nccl/). So no send kernel ever waits on the trainer's GPU for a peer that stopped: a stalled or
 // dead worker holds no SM, no hardware queue and no device-wide synchronization of the trainer, and the other
 // links never notice it. Every device transfer is enqueued on the link's own stream; the engine's streams wait on
 // nothing of it (receive_device returns only once its frame has arrived, and the sender's frames are released
@@ -167,6 +170,10 @@ class nccl_link {
         stopping = true;
       }
       cv.notify_all();
+      if (credit_reader.joinable()) {
+        control.close();  // it may be reading the control link, for a frame whose credit never came
+        credit_reader.join();
+      }
       if (watchdog.joinable()) watchdog.join();
       if (device < 0) return;
       on_device guard(device, std::nothrow);
@@ -217,7 +224,7 @@ class nccl_link {
           throw transport_error(transport_errc::backend, std::string("nccl_link: ") + what + ": " + ncclGetErrorString(async));
         }
         if (clock::now() > deadline) {
-          abort_locked("timed out");
+          abort_locked("timed out", transport_errc::timed_out);
           throw transport_error(transport_errc::timed_out, std::string("nccl_link: ") + what + ": no answer within " +
                                                                std::to_string(opt.timeout.count()) + " ms");
         }
@@ -242,7 +249,7 @@ class nccl_link {
     }
 
     void throw_if_aborted_locked() const {
-      if (aborted) throw transport_error(transport_errc::connection_closed, "nccl_link: the device path was aborted (" + why + ")");
+      if (aborted) throw transport_error(abort_code, "nccl_link: the device path was aborted (" + why + ")");
     }
 
     // The protocol's host messages. Sends are serialized: a worker's credits go out from receive_device while
@@ -252,16 +259,20 @@ class nccl_link {
       control.send(m);
     }
 
-    // The next protocol message: one a credit wait already read, else the control link's next. A credit here has
-    // no frame waiting for it: the peer does not follow the protocol.
+    // The next protocol message: one the credit reader already read, else the control link's next. The control
+    // link has one reader at a time: while frames wait for credits the credit reader (send_loop) reads it, and this
+    // waits for their messages or for the frames to be sent. A credit read here has no frame waiting for it: the
+    // peer does not follow the protocol.
     bool receive_control(std::vector<std::byte>& m) {
       {
-        std::lock_guard lock(mutex);
+        std::unique_lock lock(mutex);
+        cv.wait(lock, [&] { return !inbox.empty() || pending.empty() || aborted; });
         if (!inbox.empty()) {
           m = std::move(inbox.front());
           inbox.pop_front();
           return true;
         }
+        throw_if_aborted_locked();
       }
       if (!control.receive(m)) return false;
       if (detail::is_device_credit(m)) {
@@ -271,66 +282,87 @@ class nccl_link {
       return true;
     }
 
-    // Waits, reading the control link, until the peer says its receive for this frame is enqueued. Protocol
-    // messages read meanwhile (a receiver may refuse a version while its frames still come) wait in the inbox.
-    // The watchdog ends the wait after `timeout` by aborting the control link.
-    void wait_for_credit(std::size_t bytes) {
-      {
-        std::lock_guard lock(mutex);
+    // The trainer's end: the frame is queued for the credit reader, which enqueues its ncclSend once the peer says
+    // its receive is posted. The caller goes on meanwhile (its next frame's announcement reaches the worker before
+    // this frame has arrived there, so the worker posts the next receive as soon as it can). Frames whose
+    // credits have not come are few: the queue is bounded like the sends in flight.
+    void send(const device_frame& f) {
+      if (f.bytes == 0) return;
+      std::unique_lock lock(mutex);
+      throw_if_aborted_locked();
+      while (pending.size() >= std::max<std::size_t>(1, opt.max_frames_in_flight)) {
+        cv.wait_for(lock, std::chrono::milliseconds(1));
         throw_if_aborted_locked();
-        credit_wait = true;
-        credit_since = clock::now();
-        trace("waiting for the credit of a frame of " + std::to_string(bytes) + " bytes");
-        if (!watchdog.joinable()) watchdog = std::thread([this] { watch(); });
-        cv.notify_all();
       }
-      const auto fail = [&](transport_errc code, const std::string& what) {
-        std::lock_guard lock(mutex);
-        credit_wait = false;
-        if (aborted)
-          throw transport_error(why.find("timeout") != std::string::npos ? transport_errc::timed_out : transport_errc::connection_closed,
-                                "nccl_link: no receive credit for a device frame of " + std::to_string(bytes) + " bytes: the link was aborted (" + why + ")");
-        abort_locked(what);
-        throw transport_error(code, "nccl_link: " + what);
-      };
+      pending.push_back(f);
+      if (pending.size() == 1) start_credit_clock_locked();
+      if (!watchdog.joinable()) watchdog = std::thread([this] { watch(); });
+      if (!credit_reader.joinable()) credit_reader = std::thread([this] { send_loop(); });
+      cv.notify_all();
+    }
+
+    void start_credit_clock_locked() {
+      credit_wait = true;
+      credit_since = clock::now();
+      trace("waiting for the credit of a frame of " + std::to_string(pending.front().bytes) + " bytes");
+    }
+
+    // The credit reader: for the oldest queued frame, reads the control link until its credit comes (protocol
+    // messages read meanwhile wait in the inbox: a receiver may refuse a version while its frames still come),
+    // then enqueues its send. The watchdog ends a wait longer than `timeout` by aborting the control link. A
+    // failure aborts the link: the engine's next call on it throws.
+    void send_loop() {
       std::vector<std::byte> m;
       for (;;) {
-        bool got = false;
-        try {
-          got = control.receive(m);
-        } catch (const transport_error& e) {
-          fail(e.transport_code(), std::string("waiting for a receive credit: ") + e.what());
+        std::size_t bytes = 0;
+        {
+          std::unique_lock lock(mutex);
+          cv.wait(lock, [&] { return stopping || aborted || !pending.empty(); });
+          if (stopping || aborted) return;
+          bytes = pending.front().bytes;
         }
-        if (!got) fail(transport_errc::connection_closed, "the peer closed its control link before taking a device frame");
-        if (!detail::is_device_credit(m)) {
+        bool credited = false;
+        while (!credited) {
+          bool got = false;
+          try {
+            got = control.receive(m);
+          } catch (const transport_error& e) {
+            abort(std::string("waiting for a receive credit: ") + e.what(), e.transport_code());
+            return;
+          }
+          if (!got) return abort("the peer closed its control link before taking a device frame");
           std::lock_guard lock(mutex);
-          if (inbox.size() < max_inbox) {
+          if (!detail::is_device_credit(m)) {
+            if (inbox.size() >= max_inbox) return abort_locked("the peer sent too many messages while a device frame waited for its credit", transport_errc::protocol);
             inbox.push_back(std::move(m));
             m = {};
+            cv.notify_all();
             continue;
           }
+          if (m.size() != detail::device_credit_size || detail::load_le<std::uint64_t>(reinterpret_cast<const unsigned char*>(m.data()) + 1) != bytes)
+            return abort_locked("the peer's receive credit does not match the device frame of " + std::to_string(bytes) + " bytes", transport_errc::protocol);
+          credited = true;
         }
-        if (!detail::is_device_credit(m)) fail(transport_errc::protocol, "the peer sent too many messages while a device frame waited for its credit");
-        if (m.size() != detail::device_credit_size ||
-            detail::load_le<std::uint64_t>(reinterpret_cast<const unsigned char*>(m.data()) + 1) != bytes)
-          fail(transport_errc::protocol, "the peer's receive credit does not match the device frame of " + std::to_string(bytes) + " bytes");
-        std::lock_guard lock(mutex);
-        credit_wait = false;
-        throw_if_aborted_locked();
+        std::unique_lock lock(mutex);
+        if (aborted) return;
         trace("credit received");
-        return;
+        try {
+          enqueue_send_locked(lock, pending.front());
+        } catch (const std::exception& e) {
+          return abort_locked(std::string("enqueueing a send: ") + e.what(), transport_errc::backend);
+        }
+        pending.pop_front();
+        credit_wait = false;
+        if (!pending.empty()) start_credit_clock_locked();
+        cv.notify_all();
       }
     }
 
-    void send(const device_frame& f) {
-      if (f.bytes == 0) return;
-      // No send is enqueued before the peer's receive is: a peer that stopped never gets a send kernel to block.
-      wait_for_credit(f.bytes);
-      std::unique_lock lock(mutex);
-      throw_if_aborted_locked();
+    // ncclSend of a credited frame on the link's stream, after the frame's `ready` event; at most
+    // max_frames_in_flight of them not yet left (the watchdog aborts the link if the oldest never leaves).
+    void enqueue_send_locked(std::unique_lock<std::mutex>& lock, const device_frame& f) {
       on_device guard(device, std::nothrow);
       reap_locked();
-      // Bounded in flight: wait for the oldest send to leave (the watchdog aborts the link if it never does).
       while (sends.size() >= std::max<std::size_t>(1, opt.max_frames_in_flight)) {
         cv.wait_for(lock, std::chrono::microseconds(50));
         throw_if_aborted_locked();
@@ -345,8 +377,6 @@ class nccl_link {
       detail::check_cuda(cudaEventRecord(done, stream), "cudaEventRecord");
       if (sends.empty()) progress = clock::now();
       sends.push_back({done, f.owner});
-      if (!watchdog.joinable()) watchdog = std::thread([this] { watch(); });
-      cv.notify_all();
     }
 
     void receive(void* dst, std::size_t bytes, cudaStream_t after, std::span<unsigned char> out_head) {
@@ -431,19 +461,20 @@ class nccl_link {
       stats.bytes_received += bytes;
     }
 
-    void abort(const std::string& reason) noexcept {
+    void abort(const std::string& reason, transport_errc code = transport_errc::connection_closed) noexcept {
       std::lock_guard lock(mutex);
-      abort_locked(reason);
+      abort_locked(reason, code);
     }
 
     // Marks the link aborted at once; the communicator itself is aborted by the watchdog thread, outside the
     // mutex. ncclCommAbort frees the communicator's device memory, and a cudaFree waits for every kernel on the
     // device, other links' transfers included (NCCL's "using multiple communicators" caveat): held under the mutex,
     // it would stall this link's callers, and aborted() / stats(), for as long.
-    void abort_locked(const std::string& reason) noexcept {
+    void abort_locked(const std::string& reason, transport_errc code = transport_errc::connection_closed) noexcept {
       if (aborted) return;
       aborted = true;
       why = reason;
+      abort_code = code;
       detail::last_link_abort().store(clock::now().time_since_epoch().count());
       try {
         trace("abort: " + reason);
@@ -521,7 +552,9 @@ class nccl_link {
         reap_locked();
         if (credit_wait && !aborted) {
           if (clock::now() - credit_since > opt.timeout) {  // a peer posts its receive whatever our GPU does
-            abort_locked("the peer posted no receive for a device frame within the timeout (it stopped receiving)");
+            abort_locked("no receive credit for a device frame of " + std::to_string(pending.empty() ? 0 : pending.front().bytes) +
+                             " bytes within the timeout: the peer posted no receive (it stopped receiving)",
+                         transport_errc::timed_out);
             abort_control();  // ends the credit wait: the session is over
             continue;
           }
@@ -580,7 +613,10 @@ class nccl_link {
     std::condition_variable cv;
     std::deque<std::vector<std::byte>> inbox;  // protocol messages read during a credit wait
     clock::time_point credit_since{};
-    bool credit_wait = false;  // send_device is waiting for the peer's receive credit
+    bool credit_wait = false;  // the oldest queued frame waits for the peer's receive credit
+    std::deque<device_frame> pending;  // announced frames whose credits have not come, oldest first
+    std::thread credit_reader;         // send_loop(): the trainer's end only, from its first frame
+    transport_errc abort_code = transport_errc::connection_closed;
     std::deque<in_flight> sends;
     std::vector<cudaEvent_t> spare_events;
     clock::time_point progress{};
