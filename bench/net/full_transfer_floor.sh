@@ -3,7 +3,8 @@
 # of issue 14's target (cp + sync of the checkpoint). JSON on stdout. Each stage alone, on an otherwise idle
 # process; a pull runs them all at once on however many cores there are.
 #   cp_sync:        cp + sync of the page-cached checkpoint (the target is 3x this)
-#   hmac:           HMAC-SHA256 of the payload (~1.06x the model), once per side (the transport tags every frame)
+#   frame_mac:      the transport's frame MAC over the payload (~1.06x the model), once per side (the transport tags
+#                   every frame): ChaCha20-Poly1305 (protocol version 2), and version 1's HMAC-SHA256 for comparison
 #   tcp_loopback:   the payload through a 127.0.0.1 TCP connection (one copy in, one out; python3, 16 MiB writes)
 #   element_hashes: the receiver's two element hashes per element (zero base, target: FORMAT.md §6.4)
 #   direct_write:   the model written with O_DIRECT (dd, 16 MiB blocks) and fsynced
@@ -19,9 +20,8 @@ head -c $((MIB << 20)) /dev/urandom > model.bin
 cat model.bin > /dev/null
 t0=$(now); cp model.bin copy.bin; sync copy.bin; t1=$(now); cp_s=$(secs "$t0" "$t1"); rm -f copy.bin
 
-# thousands of bytes per second, 16 MiB at a time (a bucket's frame)
-hmac_k=$(openssl speed -seconds 3 -bytes 16777216 -hmac sha256 2>/dev/null | awk '/^hmac\(sha256\)/{sub("k","",$2); print $2}')
-hmac_s=$(printf '%.3f' "$(echo "$PAYLOAD / ($hmac_k * 1000)" | bc -l)")
+# 16 MiB frames (a bucket's), best of 3
+mac_json=$("$BUILD/bench/net/frame_mac_bench" "$PAYLOAD")
 
 tcp_s=$(python3 - "$PAYLOAD" <<'PY'
 import socket, sys, threading, time
@@ -51,7 +51,7 @@ direct_s=$(secs "$t0" "$t1"); rm -f direct.bin model.bin
 
 cat <<JSON
 {"model_mib": $MIB, "payload_bytes": $PAYLOAD, "cores": $(nproc), "load_average": "$(cut -d' ' -f1-3 /proc/loadavg)",
- "cp_sync_seconds": $cp_s, "hmac_seconds_per_side": $hmac_s, "tcp_loopback_seconds": $tcp_s,
+ "cp_sync_seconds": $cp_s, "frame_mac_per_side": $mac_json, "tcp_loopback_seconds": $tcp_s,
  "element_hashes": $hash_json, "direct_write_fsync_seconds": $direct_s}
 JSON
 [ -n "${KEEP:-}" ] || rm -rf "$WORK"

@@ -99,11 +99,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     return 0;
   }
   FUZZ_CHECK(key == nullptr && !keys);
-  // Success without a key: the peer's hello was well formed and agreed on version 1 and mode "none".
+  // Success without a key: the peer's hello was well formed and agreed on version 2 and mode "none".
   const std::size_t hello = r == d::role::server ? d::hello_size : d::server_hello_size;
   FUZZ_CHECK(stream.pos == hello);
   const auto* magic = r == d::role::server ? "SSYNCCH1" : "SSYNCSH1";
-  FUZZ_CHECK(std::memcmp(peer.data(), magic, 8) == 0 && peer[8] == 1 && peer[9] == 0 && peer[10] == 0 && peer[11] == 0);
+  FUZZ_CHECK(std::memcmp(peer.data(), magic, 8) == 0 && peer[8] == d::protocol_version && peer[9] == 0 && peer[10] == 0 && peer[11] == 0);
 
   const auto expected = reference_frames(peer.subspan(hello), max_frame);
   d::channel_options co;

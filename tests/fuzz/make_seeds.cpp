@@ -107,7 +107,7 @@ void frames(bytes& out, std::initializer_list<std::size_t> sizes) {
 bytes hello_seed(std::uint8_t selector, std::string_view magic, std::uint16_t mode, std::size_t size) {
   bytes out = {selector};
   for (const char c : magic.substr(0, 8)) out.push_back(static_cast<unsigned char>(c));
-  put_u16(out, 1);
+  put_u16(out, 2);  // transport protocol version (transport/detail/handshake.hpp)
   put_u16(out, mode);
   out.resize(1 + size, 0x5A);  // reserved, nonce (and the server's proof)
   std::fill(out.begin() + 13, out.begin() + 17, 0);

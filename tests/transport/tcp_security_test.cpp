@@ -19,7 +19,7 @@ namespace {
 
 // Bytes the client sends before its first frame (client hello + client finish), and per-frame overhead.
 constexpr std::size_t handshake_bytes = 48 + 48;
-constexpr std::size_t frame_overhead = 24 + 16 + 32;
+constexpr std::size_t frame_overhead = 24 + 16 + 16;  // header, header tag, payload tag (protocol version 2)
 constexpr std::size_t frame_size = 1000;
 
 asio_tcp_options keyed(const pre_shared_key& key) {
@@ -162,7 +162,7 @@ TEST_CASE("asio_tcp: an announced length above the limit is refused without allo
       CHECK(f.capacity() < (1u << 20));
     });
     sparsesync_test::raw_socket raw(listener.port());
-    unsigned char hello[48] = {'S', 'S', 'Y', 'N', 'C', 'C', 'H', '1', 1, 0, 0, 0};  // version 1, mode 0 (none)
+    unsigned char hello[48] = {'S', 'S', 'Y', 'N', 'C', 'C', 'H', '1', 2, 0, 0, 0};  // version 2, mode 0 (none)
     raw.write_all(hello, sizeof hello);
     unsigned char server_hello[80];
     REQUIRE(raw.read_exact(server_hello, sizeof server_hello) == sizeof server_hello);
@@ -197,4 +197,39 @@ TEST_CASE("asio_tcp: garbage instead of a hello is a protocol error") {
   raw.write_all(junk.data(), junk.size());
   server.join();
   CHECK(err == transport_errc::protocol);
+}
+
+TEST_CASE("asio_tcp: a peer of transport protocol version 1 (HMAC-SHA256 frames) is refused on both sides, saying why") {
+  const auto key = pre_shared_key::generate();
+  SUBCASE("an old client") {
+    asio_tcp_listener listener("127.0.0.1", 0, keyed(key));
+    transport_errc err{};
+    std::string msg;
+    std::thread server([&] { err = error_of([&] { listener.accept(10s); }, &msg); });
+    sparsesync_test::raw_socket raw(listener.port());
+    unsigned char hello[48] = {'S', 'S', 'Y', 'N', 'C', 'C', 'H', '1', 1, 0, 1, 0};  // version 1, mode 1 (key)
+    raw.write_all(hello, sizeof hello);
+    unsigned char server_hello[80];
+    REQUIRE(raw.read_exact(server_hello, sizeof server_hello) == sizeof server_hello);
+    CHECK(server_hello[8] == 2);  // the old client learns this side's version, and fails with its own message
+    CHECK(server_hello[9] == 0);
+    server.join();
+    CHECK(err == transport_errc::protocol);
+    CHECK(msg.find("version 1, this side 2 (the peer's sparsesync is older") != std::string::npos);
+  }
+  SUBCASE("an old server") {
+    sparsesync_test::raw_listener old_server;
+    std::thread server([&] {
+      auto raw = old_server.accept();
+      unsigned char hello[48];
+      if (raw.read_exact(hello, sizeof hello) != sizeof hello) return;
+      unsigned char reply[80] = {'S', 'S', 'Y', 'N', 'C', 'S', 'H', '1', 1, 0, 1, 0};
+      raw.write_all(reply, sizeof reply);
+    });
+    std::string msg;
+    CHECK(error_of([&] { asio_tcp_transport::connect("127.0.0.1", old_server.port(), keyed(key)); }, &msg) ==
+          transport_errc::protocol);
+    CHECK(msg.find("version 1, this side 2") != std::string::npos);
+    server.join();
+  }
 }

@@ -120,6 +120,37 @@ class raw_socket {
   int fd_ = -1;
 };
 
+// A listening POSIX socket on 127.0.0.1 (an ephemeral port), for tests that play a raw server.
+class raw_listener {
+ public:
+  raw_listener() {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (fd_ < 0 || ::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::listen(fd_, 1) != 0)
+      throw std::runtime_error("raw listen failed");
+    socklen_t len = sizeof a;
+    ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len);
+    port_ = ntohs(a.sin_port);
+  }
+  raw_listener(const raw_listener&) = delete;
+  raw_listener& operator=(const raw_listener&) = delete;
+  ~raw_listener() { ::close(fd_); }
+  [[nodiscard]] std::uint16_t port() const { return port_; }
+  raw_socket accept() {
+    const int c = ::accept(fd_, nullptr, nullptr);
+    if (c < 0) throw std::runtime_error("raw accept failed");
+    timeval tv{10, 0};
+    ::setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    return raw_socket(c);
+  }
+
+ private:
+  int fd_ = -1;
+  std::uint16_t port_ = 0;
+};
+
 // What the relay does to the client->server byte stream, by offset in what the client sent.
 struct relay_policy {
   static constexpr std::size_t none = std::numeric_limits<std::size_t>::max();

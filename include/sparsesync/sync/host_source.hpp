@@ -12,6 +12,8 @@
 #include <sparsesync/sync/version_source.hpp>
 
 #include <chrono>
+#include <memory>
+#include <mutex>
 #include <optional>
 
 SPARSESYNC_NS_BEGIN
@@ -149,7 +151,8 @@ class host_source {
     if (!has_version_ || i >= plans_.size() || bucket_checksums_.size() != plans_.size() || zero_checksums_.size() != plans_.size())
       throw error(errc::invalid_argument, "full transfer bucket: no such bucket of a recorded version");
     const auto& plan = plans_[i];
-    auto m = std::make_shared<std::vector<std::byte>>(1 + sparsesync::detail::dense_frame_bound(plan, enc_.log2_chunk));
+    auto m = frames_->take();
+    m->resize(1 + sparsesync::detail::dense_frame_bound(plan, enc_.log2_chunk));
     (*m)[0] = static_cast<std::byte>(message_type::bucket);
     const auto views = snapshot_->views();
     const std::size_t bytes = visit_word(plan.dtype, [&]<class W>() {
@@ -158,7 +161,7 @@ class host_source {
                                            reinterpret_cast<unsigned char*>(m->data() + 1));
     });
     m->resize(1 + bytes);
-    return m;
+    return frame_pool::share(frames_, std::move(m));
   }
 
   void invalidate() {
@@ -168,6 +171,32 @@ class host_source {
   }
 
  private:
+  // Buffers of full-transfer frames that were sent, for the next ones: a fresh 17 MiB frame per bucket is
+  // zero-filled and faulted in (~0.1-0.2 s per GiB on the sending thread), and write_dense_bucket writes every
+  // byte of its frame anyway. A recycled buffer keeps its length, so resize() fills only what grows.
+  struct frame_pool {
+    static constexpr std::size_t keep = 3;  // frames in flight at once: the one sent, the next, a session's own
+    std::mutex mutex;
+    std::vector<std::unique_ptr<std::vector<std::byte>>> free;
+
+    std::unique_ptr<std::vector<std::byte>> take() {
+      std::lock_guard lock(mutex);
+      if (free.empty()) return std::make_unique<std::vector<std::byte>>();
+      auto b = std::move(free.back());
+      free.pop_back();
+      return b;
+    }
+    // The message hands its buffer back to the pool when its last holder lets go (any thread).
+    static std::shared_ptr<const std::vector<std::byte>> share(const std::shared_ptr<frame_pool>& pool,
+                                                               std::unique_ptr<std::vector<std::byte>> b) {
+      return std::shared_ptr<const std::vector<std::byte>>(b.release(), [pool](const std::vector<std::byte>* p) {
+        std::unique_ptr<std::vector<std::byte>> owned(const_cast<std::vector<std::byte>*>(p));
+        std::lock_guard lock(pool->mutex);
+        if (pool->free.size() < keep) pool->free.push_back(std::move(owned));
+      });
+    }
+  };
+
   // Full transfers (from the all-zero model) are dense: a bitmap of the nonzero elements and their raw bits
   // (absolute values), which costs a copy and a hash per element and ~1/16 to 1/32 more bytes than the model,
   // where entropy coding (auto's trial of every encoder on every chunk) would cost seconds per GB for a few %
@@ -273,6 +302,7 @@ class host_source {
   std::vector<bucket_plan> plans_;               // the policy's buckets (those of every patch and full transfer)
   std::vector<std::uint64_t> bucket_checksums_;  // per-bucket content checksums of the snapshot
   std::vector<std::uint64_t> zero_checksums_;    // per-bucket content checksums of the all-zero model
+  std::shared_ptr<frame_pool> frames_ = std::make_shared<frame_pool>();
   bool has_version_ = false;
 };
 

@@ -1,5 +1,5 @@
 // TCP transport over Boost.Asio. Authenticated by default: both sides prove knowledge of a pre-shared key and
-// every frame carries a sequence number and an HMAC-SHA256 tag (docs/TRANSPORTS.md). TLS with mutual
+// every frame carries a sequence number and a ChaCha20-Poly1305 tag (docs/TRANSPORTS.md). TLS with mutual
 // certificate authentication adds confidentiality. Plaintext without authentication needs insecure_no_auth.
 #pragma once
 

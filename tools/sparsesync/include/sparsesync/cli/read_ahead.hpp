@@ -1,5 +1,5 @@
 // Frames received ahead on a thread of their own: reading and authenticating the next frames (the socket
-// copy and the HMAC of every byte, ~0.9 s per GiB on the VMs measured) overlaps verifying and writing this
+// copy and the MAC of every byte, ~0.45 s per GiB on the VM measured) overlaps verifying and writing this
 // one, instead of taking turns with it on one thread (bench/results/full-transfer.md). At most `depth`
 // frames wait; their buffers are recycled, so no frame needs fresh memory after the first few.
 #pragma once

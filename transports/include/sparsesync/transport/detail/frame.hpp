@@ -25,14 +25,24 @@ enum class frame_type : std::uint8_t {
 };
 
 inline constexpr std::size_t frame_header_size = 24;
-// HMAC-SHA256 of the header alone, truncated to 128 bits: it authenticates the length before the receiver
-// allocates anything, so a forged header cannot make it reserve up to a gigabyte.
+// Tags are ChaCha20-Poly1305 (crypto.hpp) under the direction's frame key; docs/TRANSPORTS.md, "Frames".
+// The header's own tag authenticates the length before the receiver allocates anything, so a forged header
+// cannot make it reserve up to a gigabyte.
 inline constexpr std::size_t header_tag_size = 16;
-// Full HMAC-SHA256 over header and payload.
-inline constexpr std::size_t payload_tag_size = 32;
-// Domain separation of the two tags, which would otherwise cover the same bytes for an empty payload.
-inline constexpr std::byte header_tag_domain{0x01};
-inline constexpr std::byte payload_tag_domain{0x02};
+// Over header and payload.
+inline constexpr std::size_t payload_tag_size = 16;
+// The nonce's first four bytes keep the two tags of one frame apart; the other eight are its sequence number.
+// Sequence numbers only grow within a direction, so no nonce ever repeats under one key.
+inline constexpr std::uint32_t header_tag_domain = 1;
+inline constexpr std::uint32_t payload_tag_domain = 2;
+
+inline std::array<std::byte, 12> frame_nonce(std::uint32_t domain, std::uint64_t sequence) {
+  std::array<std::byte, 12> n{};
+  auto* p = reinterpret_cast<unsigned char*>(n.data());
+  store_le<std::uint32_t>(p, domain);
+  store_le<std::uint64_t>(p + 4, sequence);
+  return n;
+}
 
 struct frame_header {
   frame_type type = frame_type::data;

@@ -1,8 +1,9 @@
-// Frames over a byte stream: sequence numbers, optional per-frame HMAC, length limits, orderly close, and the
+// Frames over a byte stream: sequence numbers, optional per-frame MAC, length limits, orderly close, and the
 // rule that after any failure the connection is dead (a stream that lost sync must never deliver more bytes).
 #pragma once
 
 #include <sparsesync/core/config.hpp>
+#include <sparsesync/core/little_endian.hpp>
 #include <sparsesync/transport/detail/byte_stream.hpp>
 #include <sparsesync/transport/detail/crypto.hpp>
 #include <sparsesync/transport/detail/frame.hpp>
@@ -90,12 +91,16 @@ class framed_channel {
 
   // Receives the next frame; `on_frame(type, payload, stream, deadline)` runs under the receive lock for every
   // data or device frame, so it can read bytes that follow a device frame outside the framing.
+  // `out` is resized to the frame's length, not cleared first: a caller that passes an earlier frame's buffer
+  // back saves zero-filling the new frame before the socket overwrites it. It is empty after false or a throw.
   template <class OnFrame>
   bool receive(std::vector<std::byte>& out, OnFrame&& on_frame) {
-    out.clear();
     std::lock_guard lock(receive_mutex_);
-    if (receive_ended_) return false;
-    check_alive();
+    if (receive_ended_ || failed_.load()) {
+      out.clear();
+      if (receive_ended_) return false;
+      check_alive();  // throws: failed_ never goes back
+    }
     try {
       for (;;) {
         const frame_type t = read_frame(out, deadline_after(options_.receive_timeout));
@@ -105,6 +110,7 @@ class framed_channel {
         }
         if (t == frame_type::close) {
           receive_ended_ = true;
+          out.clear();
           acknowledge_peer_close();
           return false;
         }
@@ -193,15 +199,10 @@ class framed_channel {
 
   void write_frame(frame_type type, std::span<const std::byte> payload) {
     const auto header = encode_header({type, send_sequence_, payload.size()});
-    std::array<std::byte, header_tag_size> header_tag{};
-    bytes32 payload_tag{};
+    chacha20_poly1305_mac::tag header_tag{}, payload_tag{};
     if (send_mac_) {
-      const auto full = send_mac_->update(std::span(&header_tag_domain, 1)).update(header).digest();
-      std::copy_n(full.begin(), header_tag_size, header_tag.begin());
-      send_mac_->update(std::span(&payload_tag_domain, 1)).update(header);
-      for (std::size_t off = 0; off < payload.size(); off += io_slice)
-        send_mac_->update(payload.subspan(off, std::min(io_slice, payload.size() - off)));
-      payload_tag = send_mac_->digest();
+      header_tag = send_mac_->begin(frame_nonce(header_tag_domain, send_sequence_)).update(header).finish();
+      payload_tag = send_mac_->begin(frame_nonce(payload_tag_domain, send_sequence_)).update(header).update(payload).finish();
     }
     const std::size_t first = std::min(io_slice, payload.size());
     {
@@ -239,11 +240,13 @@ class framed_channel {
     if (got != header.size())
       throw transport_error(transport_errc::truncated, where + ": the stream ended inside a frame header");
     if (receive_mac_) {
-      // Nothing in the header is trusted, the length included, before its tag verifies.
-      std::array<std::byte, header_tag_size> tag{};
+      // Nothing in the header is trusted, the length included, before its tag verifies. The nonce takes the
+      // sequence number the header claims (covered by the tag too): a replayed or reordered frame verifies
+      // and is then refused as out of sequence, which names the problem.
+      chacha20_poly1305_mac::tag tag{};
       read_all(tag, deadline_after(options_.stall_timeout), "header tag");
-      const auto full = receive_mac_->update(std::span(&header_tag_domain, 1)).update(header).digest();
-      if (!equal_constant_time(std::span(full).first(header_tag_size), tag))
+      const auto claimed = load_le<std::uint64_t>(reinterpret_cast<const unsigned char*>(header.data()) + 8);
+      if (!equal_constant_time(receive_mac_->begin(frame_nonce(header_tag_domain, claimed)).update(header).finish(), tag))
         throw transport_error(transport_errc::integrity, where + ": frame header " + std::to_string(receive_sequence_) +
                                                              " fails authentication (tampered, forged, or another key)");
     }
@@ -258,17 +261,16 @@ class framed_channel {
                                                                  std::to_string(options_.max_frame_size));
     if ((h.type == frame_type::close || h.type == frame_type::close_ack) && h.length != 0)
       throw transport_error(transport_errc::protocol, where + ": close frame with a payload");
+    // A recycled buffer keeps its size, so that resize() zero-fills only what grows (never a whole frame).
     out.resize(static_cast<std::size_t>(h.length));
     for (std::size_t off = 0; off < out.size(); off += io_slice)
       read_all(std::span(out).subspan(off, std::min(io_slice, out.size() - off)), deadline_after(options_.stall_timeout),
                "payload");
     if (receive_mac_) {
-      bytes32 tag{};
+      chacha20_poly1305_mac::tag tag{};
       read_all(tag, deadline_after(options_.stall_timeout), "payload tag");
-      receive_mac_->update(std::span(&payload_tag_domain, 1)).update(header);
-      for (std::size_t off = 0; off < out.size(); off += io_slice)
-        receive_mac_->update(std::span(out).subspan(off, std::min(io_slice, out.size() - off)));
-      if (!equal_constant_time(receive_mac_->digest(), tag))
+      receive_mac_->begin(frame_nonce(payload_tag_domain, receive_sequence_)).update(header).update(out);
+      if (!equal_constant_time(receive_mac_->finish(), tag))
         throw transport_error(transport_errc::integrity, where + ": frame " + std::to_string(receive_sequence_) +
                                                              " payload fails authentication (tampered or truncated)");
     }
@@ -280,8 +282,8 @@ class framed_channel {
   channel_options options_;
   std::mutex send_mutex_;
   std::mutex receive_mutex_;
-  std::optional<hmac_sha256> send_mac_;     // guarded by send_mutex_
-  std::optional<hmac_sha256> receive_mac_;  // guarded by receive_mutex_
+  std::optional<chacha20_poly1305_mac> send_mac_;     // guarded by send_mutex_
+  std::optional<chacha20_poly1305_mac> receive_mac_;  // guarded by receive_mutex_
   std::uint64_t send_sequence_ = 0;         // guarded by send_mutex_
   std::uint64_t receive_sequence_ = 0;      // guarded by receive_mutex_
   bool send_closed_ = false;                // guarded by send_mutex_

@@ -22,9 +22,11 @@
 SPARSESYNC_NS_BEGIN
 namespace detail {
 
-inline constexpr std::uint16_t protocol_version = 1;
+// 2: frame tags are ChaCha20-Poly1305 (16 bytes each). 1: HMAC-SHA256, with a 32-byte payload tag.
+// The frame layouts differ, so a peer of another version is refused (both sides say why), never guessed at.
+inline constexpr std::uint16_t protocol_version = 2;
 
-enum class auth_mode : std::uint16_t { none = 0, psk_hmac_sha256 = 1 };
+enum class auth_mode : std::uint16_t { none = 0, psk = 1 };
 enum class role { client, server };
 
 // Frame keys of one connection, one per direction, so a frame reflected back to its sender never verifies.
@@ -42,12 +44,14 @@ inline constexpr std::string_view server_hello_magic = "SSYNCSH1";
 inline constexpr std::string_view client_finish_magic = "SSYNCCF1";
 inline constexpr std::string_view server_finish_magic = "SSYNCSF1";
 
-// Labels make each MAC usable for one purpose only: a server proof can never pass as a client proof.
+// Labels make each MAC usable for one purpose only: a server proof can never pass as a client proof. The proofs
+// kept their v1 labels (the version field of the hellos they cover tells the versions apart); the frame keys
+// changed with the frame MAC, so that no key is ever used by both algorithms.
 inline constexpr std::string_view server_proof_label = "sparsesync/v1 server proof";
 inline constexpr std::string_view client_proof_label = "sparsesync/v1 client proof";
 inline constexpr std::string_view server_confirm_label = "sparsesync/v1 server confirm";
-inline constexpr std::string_view c2s_key_label = "sparsesync/v1 frame key client->server";
-inline constexpr std::string_view s2c_key_label = "sparsesync/v1 frame key server->client";
+inline constexpr std::string_view c2s_key_label = "sparsesync/v2 frame key client->server (ChaCha20-Poly1305)";
+inline constexpr std::string_view s2c_key_label = "sparsesync/v2 frame key server->client (ChaCha20-Poly1305)";
 
 enum class verdict : std::uint8_t { accept = 0, reject = 1 };
 
@@ -114,9 +118,12 @@ void read_message(S& s, std::span<std::byte> m, deadline d, std::string_view wha
 // a mismatch is reported on both sides instead of one of them seeing only a dropped connection.
 inline void check_agreement(const parsed_hello& peer, auth_mode own, const std::string& where) {
   if (peer.version != protocol_version)
-    throw transport_error(transport_errc::protocol, where + ": the peer speaks transport protocol version " +
-                                                        std::to_string(peer.version) + ", this side " +
-                                                        std::to_string(protocol_version));
+    throw transport_error(transport_errc::protocol,
+                          where + ": the peer speaks transport protocol version " + std::to_string(peer.version) +
+                              ", this side " + std::to_string(protocol_version) +
+                              (peer.version < protocol_version ? " (the peer's sparsesync is older" : " (this side's sparsesync is older") +
+                              "; version 1 tagged frames with HMAC-SHA256, version 2 with ChaCha20-Poly1305): run "
+                              "the same sparsesync release on both sides");
   if (peer.mode != own)
     throw transport_error(transport_errc::auth_mode_mismatch,
                           where + ": this side uses " + std::string(mode_name(own)) + " but the peer uses " +
@@ -150,7 +157,7 @@ template <byte_stream S>
 std::optional<session_keys> handshake(S& s, role r, const pre_shared_key* key, std::span<const std::byte> binding,
                                       deadline d) {
   const std::string where = s.describe();
-  const auth_mode mode = key ? auth_mode::psk_hmac_sha256 : auth_mode::none;
+  const auth_mode mode = key ? auth_mode::psk : auth_mode::none;
   std::array<std::byte, 32> zero_binding{};
   if (binding.empty()) binding = zero_binding;
   const std::string key_hint = key ? " (this side's key id is " + key->id() + ")" : std::string();
