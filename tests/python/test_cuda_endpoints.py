@@ -140,6 +140,17 @@ def test_frames_gpu_to_gpu_over_nccl(tmp_path, commit):
         assert len(loaded) == 1, loaded
 
 
+@needs_gpu
+@pytest.mark.skipif(not ss.HAS_UCX, reason="this build has no UCX endpoints (UCX was not found when it was built)")
+@pytest.mark.parametrize("commit", ["atomic", "streamed"])
+def test_gpu_tensors_over_ucx(tmp_path, commit):
+    # CUDA tensors on both ends, the frames through host memory on UCX (key handshake, tagged frames).
+    worker_device = "cuda:1" if gpu_count > 1 else "cuda:0"
+    published, reports, _, _ = _run(tmp_path, worker_device, commit=commit, link="ucx")
+    assert reports[0]["full"] and not any(r["full"] for r in reports[1:])
+    assert all(0 < p["changed"] < p["numel"] // 20 for p in published[1:])
+
+
 def test_nccl_needs_gpu_tensors(tmp_path):
     ss.generate_key_file(tmp_path / "k")
     with pytest.raises(ss.InvalidArgument, match="nccl"):
