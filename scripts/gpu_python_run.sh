@@ -5,7 +5,8 @@
 # pytest suite, GPU tests included (the RL loop needs two GPUs). The log goes to
 # OUT_DIR/python-gpu.log; bench/results/gpu-test-runs/ keeps a copy.
 #   scripts/gpu_python_run.sh OUT_DIR [MACHINE_DESCRIPTION] [pytest args]
-#   env: XXHASH_INCLUDE (a folder holding xxhash.h, when the system has none)
+#   env: XXHASH_INCLUDE (a folder holding xxhash.h, when the system has none), SPARSESYNC_UCX_ROOT (a UCX with
+#        include/ and lib/, when the system has no UCX headers: the UCX endpoints are built only with one)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:?usage: gpu_python_run.sh OUT_DIR [MACHINE] [pytest args]}
@@ -18,6 +19,7 @@ py=${PYTHON:-python3}
 export PYTHONPATH=$site${PYTHONPATH:+:$PYTHONPATH}
 settings=(--config-settings=cmake.define.CMAKE_CUDA_ARCHITECTURES=90 --config-settings=build-dir=/tmp/sparsesync-pybuild)
 [[ -n ${XXHASH_INCLUDE:-} ]] && settings+=("--config-settings=cmake.define.SPARSESYNC_XXHASH_INCLUDE_DIR=$XXHASH_INCLUDE")
+[[ -n ${SPARSESYNC_UCX_ROOT:-} ]] && settings+=("--config-settings=cmake.define.SPARSESYNC_UCX_ROOT=$SPARSESYNC_UCX_ROOT")
 ( "$py" -c "import scikit_build_core, nanobind; print('build with', scikit_build_core.__file__, nanobind.__file__)" &&
   time "$py" -m pip install -v --no-build-isolation --no-deps --disable-pip-version-check --target "$site" "${settings[@]}" . ) \
   > "$out/python-build.log" 2>&1 || { tail -60 "$out/python-build.log"; exit 2; }
