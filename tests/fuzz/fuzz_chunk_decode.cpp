@@ -1,6 +1,7 @@
 // The chunk decoder of every built-in encoder, on arbitrary chunk data. Input: encoder (byte 0, any value
 // picks one of encoder_table's rows), value mode and word size (byte 1), chunk elements (bytes 2-3, 1..65536),
-// change count (bytes 4-7), then the chunk's data.
+// change count (bytes 4-7), then the chunk's data. Encoders that read the chunk's base (entropy) decode against
+// fuzz::chunk_base_element.
 // Properties: a decode that succeeds yields exactly `changes` strictly increasing positions below `numel`, and
 // re-encoding them gives back the very bytes decoded (every encoder's decoder must refuse a byte string its
 // encoder would not write, encoder.hpp requirement 6: one version has one encoding). For rice this includes
@@ -16,10 +17,14 @@ using namespace sparsesync;
 
 template <class E, element_word W>
 void check(std::span<const unsigned char> data, std::uint32_t numel, std::uint32_t changes, value_mode mode) {
+  std::vector<W> base;
+  if constexpr (E::needs_base)
+    for (std::uint32_t i = 0; i < numel; ++i) base.push_back(fuzz::chunk_base_element<W>(i));
   chunk_context<W> ctx;
   ctx.numel = numel;
   ctx.changes = changes;
   ctx.mode = mode;
+  ctx.base = base;
   std::vector<std::uint32_t> positions;
   std::vector<W> values;
   if (!E::template decode<W>(data, ctx, positions, values)) return;
@@ -33,6 +38,7 @@ void check(std::span<const unsigned char> data, std::uint32_t numel, std::uint32
   in.mode = mode;
   in.positions = positions;
   in.values = values;
+  in.base = base;
   std::vector<unsigned char> again;
   if (changes > 0) E::template encode<W>(in, again);
   FUZZ_CHECK(again.size() == data.size() && std::equal(again.begin(), again.end(), data.begin()));

@@ -21,6 +21,16 @@
 
 namespace sparsesync::fuzz {
 
+// The base elements a chunk harness decodes against, for encoders that read them (needs_base: entropy's classes
+// come from each old value's exponent). The same for every input, so make_seeds.cpp writes seeds against it.
+// Varied on purpose: every exponent of the word occurs, in runs and alone.
+template <class W>
+W chunk_base_element(std::uint32_t i) {
+  std::uint64_t x = (std::uint64_t{i} + 1) * 0x9E3779B97F4A7C15ull;
+  x ^= x >> 29;
+  return static_cast<W>(x >> (64 - 8 * sizeof(W)));
+}
+
 // Reads fixed-width fields off the front of the input; past the end it yields zeros.
 class cursor {
  public:

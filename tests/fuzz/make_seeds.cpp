@@ -2,6 +2,7 @@
 // writes them, the golden patches' pairs, a session's messages as the sync engine sends them, canonical
 // safetensors files and well-formed handshakes. Deterministic; rerun (and commit) only when a format changes:
 //   cmake --build B --target fuzz_make_seeds && B/tests/fuzz/fuzz_make_seeds tests/fuzz/corpus
+#include "fuzz_support.hpp"
 #include "golden_cases.hpp"
 #include <sparsesync/cli/safetensors.hpp>
 
@@ -52,11 +53,16 @@ bytes chunk_seed(value_mode mode, std::uint32_t numel, std::uint32_t stride) {
     const W v = mode == value_mode::ulp ? static_cast<W>((rng.next() & 1) ? 1 : W(-1)) : static_cast<W>(rng.next() | 1);
     values.push_back(v);
   }
+  std::vector<W> base;
   chunk_changes<W> in;
   in.numel = numel;
   in.mode = mode;
   in.positions = positions;
   in.values = values;
+  if constexpr (E::needs_base) {  // entropy's classes come from the base: the one the harness decodes against
+    for (std::uint32_t i = 0; i < numel; ++i) base.push_back(fuzz::chunk_base_element<W>(i));
+    in.base = base;
+  }
   bytes out = {static_cast<unsigned char>(static_cast<unsigned>(E::id) - 1),
                static_cast<unsigned char>((mode == value_mode::ulp ? 1 : 0) | (sizeof(W) == 1 ? 0 : sizeof(W) == 2 ? 2 : 4))};
   put_u16(out, numel - 1);

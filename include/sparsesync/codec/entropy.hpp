@@ -387,6 +387,7 @@ struct entropy {
   template <element_word W>
   static void encode(const chunk_changes<W>& in, std::vector<unsigned char>& out) {
     if (in.positions.empty()) return;
+    require_base(in);
     const auto fallback = rice::plan(in);
     auto& s = detail::entropy_thread_scratch();
     auto& p = s.plan;
@@ -404,10 +405,17 @@ struct entropy {
   template <element_word W>
   static std::size_t encoded_size(const chunk_changes<W>& in) {
     if (in.positions.empty()) return 0;
+    require_base(in);
     auto& s = detail::entropy_thread_scratch();
     auto& p = s.plan;
     detail::entropy_plan_classes<W>(p, in.mode, in.base.first(in.numel), in.positions, in.values, s);
     return std::min(p.bytes(), 1 + rice::plan(in).bytes);
+  }
+
+  // The classes come from the base: a caller that filled no base (needs_base) gets an error, not a read past it.
+  template <element_word W>
+  static void require_base(const chunk_changes<W>& in) {
+    if (in.base.size() < in.numel) throw error(errc::invalid_argument, "entropy needs the chunk's base elements (needs_base)");
   }
 
   template <element_word W>
