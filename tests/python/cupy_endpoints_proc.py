@@ -20,13 +20,14 @@ def main(key):
     cupy.cuda.Device(0).synchronize()
     got, failures = [], []
     print("publisher", flush=True)
-    with ss.Publisher(layout, key, device="cuda:0", ack_timeout=30) as pub:
+    with ss.Publisher(layout, key, device="cuda:0", ack_timeout=10) as pub:
 
         def work():
             try:
                 got.extend(ss.Subscriber(layout, worker, key, port=pub.port, receive_timeout=30))
-            except Exception as e:  # reported below
+            except Exception as e:  # reported below, and at once (a failed publish waits for its ack timeout)
                 failures.append(e)
+                print("worker failed:", type(e).__name__, e, flush=True)
 
         t = threading.Thread(target=work)
         t.start()
@@ -35,7 +36,10 @@ def main(key):
             if v == 2:
                 trainer[0][::7, ::5] += 1
             print("publish", v, flush=True)
-            assert pub.publish(v, trainer)["acknowledged"] == 1, failures
+            r = pub.publish(v, trainer)
+            if r["acknowledged"] != 1:
+                print("publish", v, "not acknowledged:", r, pub.receivers(), failures, flush=True)
+            assert r["acknowledged"] == 1, failures
         print("close", flush=True)
         pub.close()
         t.join(30)
