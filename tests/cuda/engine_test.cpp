@@ -292,3 +292,51 @@ TEST_CASE("a corrupted bucket: refused with the weights untouched in both commit
     tx.close();
   }
 }
+
+TEST_CASE("versions where some buckets, or all, have no changes: every GPU worker applies them (atomic and streamed)") {
+  // The Python cupy case (bench/results/gpu-test-runs/python-cupy-empty-bucket-2340db9.log) was refused as
+  // "non-canonical: bucket 1 refused on the GPU" exactly when one bucket of the version had no change.
+  const auto layout = sparsesync_test::test_layout();
+  stream_holder stream;
+  device_model trainer(layout);
+  auto weights = sparsesync_test::random_weights(layout.numel());
+  trainer.upload(weights);
+  sync::sender_options opt;
+  opt.encode.mode = value_mode::ulp;
+  sc::device_source_options so;
+  so.stream = stream.s;
+  device_sender tx(layout, opt, fixed_bytes{1u << 20}, sync::device_source<rice>(sc::compiled_device_encoder_backend(so)));
+  device_model gpu_atomic(layout), gpu_streamed(layout);
+  worker<device_receiver> wa, ws;
+  for (auto* w : {&wa, &ws}) {
+    auto l = make_links();
+    tx.add_receiver(std::move(l.sender_end));
+    sc::device_sink_options o;
+    o.commit = w == &wa ? sc::frame_commit_mode::atomic : sc::frame_commit_mode::streamed;
+    w->rx = std::make_unique<device_receiver>(layout, sync::device_sink(sc::compiled_device_applier_backend(layout, device_views(layout, w == &wa ? gpu_atomic : gpu_streamed), o)),
+                                             std::move(l.receiver_end));
+    w->start();
+  }
+  const auto trainer_views = const_views(device_views(layout, trainer));
+  const std::size_t bucket = (1u << 20) / 2;  // elements per 1 MiB bucket of BF16
+  std::mt19937_64 rng(3);
+  for (std::uint64_t v = 1; v <= 5; ++v) {
+    // 2: only the first bucket changes; 3: only the last; 4: nothing changes; 5: every other bucket.
+    for (std::size_t i = 0; v > 1 && i < weights.size(); ++i) {
+      const std::size_t b = i / bucket, last = (weights.size() - 1) / bucket;
+      const bool in = v == 2 ? b == 0 : v == 3 ? b == last : v == 5 ? b % 2 == 1 : false;
+      if (in && rng() % 50 == 0) weights[i] = static_cast<std::uint16_t>(weights[i] + 1);
+    }
+    trainer.upload(weights);
+    const auto r = tx.publish(v, trainer_views);
+    CAPTURE(v);
+    for (const auto& s : tx.receivers())
+      if (!s.last_error.empty()) MESSAGE("version " << v << ", session " << s.id << ": " << s.last_error);
+    CHECK(r.acknowledged == 2);
+    CHECK(gpu_atomic.download() == weights);
+    CHECK(gpu_streamed.download() == weights);
+  }
+  tx.close();
+  CHECK(wa.refused == 0);
+  CHECK(ws.refused == 0);
+}
