@@ -336,7 +336,9 @@ SPARSESYNC_DEVICE void rice_decode_chunks(const apply_params& p, const bucket_in
       }
     }
     if (e == errc::ok) e = dec.finish();
-    if (e == errc::ok) e = check_rice_parameters<W>(mode, numel_c, data0 + off, staged_changes<W>{p.stage_pos + at, p.stage_val + at, n});
+    // A chunk without changes has no data (init checked it): no parameters to check, and its bytes 0 and 1 would
+    // be the next chunk's, or past the frame (such buckets were refused as non-canonical).
+    if (e == errc::ok && n != 0) e = check_rice_parameters<W>(mode, numel_c, data0 + off, staged_changes<W>{p.stage_pos + at, p.stage_val + at, n});
     if (e != errc::ok) fail(&p.info->decode_status, e);
   }
 }
