@@ -44,6 +44,7 @@ struct entropy_decode_smem {
   std::uint32_t best[K];       // value check: the best cost so far per group
   std::uint16_t from[K];       // each group's first class
   std::uint8_t of_class[K], k_gap[K], k_val[K], best_k[K];
+  std::uint8_t kv32[32];       // value parameters of the next 32 changes (lane 0 reads them)
   unsigned count;              // groups
   int err;
 };
@@ -189,15 +190,31 @@ SPARSESYNC_DEVICE errc entropy_warp_decode_classes(entropy_decode_smem& s, value
   __syncwarp();
   if (s.err != 0) return static_cast<errc>(s.err);
   const unsigned G = s.count;
-  // Gap parameters: lane k prices k over each group's gaps.
+  // Gap parameters: lane k prices k over each group's gaps, read 32 at a time (one load for the warp, then
+  // broadcast): the gaps of wholly changed groups were never written and are skipped.
   bool fitted = true;
-  for (unsigned g = 0; g < G; ++g) {
-    const std::uint32_t size = s.size[g], j0 = s.first[g], j1 = s.first[g + 1];
-    if (j0 == j1 || j1 - j0 == size) continue;
-    const unsigned raw = entropy_params::gap_raw_bits(size);
+  {
+    unsigned g = 0;
     std::uint32_t cost = 0;
-    for (std::uint32_t j = j0; j < j1; ++j) cost += rice_params::code_bits<std::uint32_t>(sval[j], lane, raw);
-    if (entropy_warp_argmin(cost, entropy_params::max_gap_k_of(size)) != s.k_gap[g]) fitted = false;
+    auto close = [&] {  // (uniform)
+      const std::uint32_t c = s.first[g + 1] - s.first[g];
+      if (c > 0 && c < s.size[g] && entropy_warp_argmin(cost, entropy_params::max_gap_k_of(s.size[g])) != s.k_gap[g]) fitted = false;
+      ++g;
+      cost = 0;
+    };
+    unsigned raw = entropy_params::gap_raw_bits(s.size[0]);
+    for (std::uint32_t j0 = 0; j0 < n; j0 += 32) {
+      const std::uint32_t v = j0 + lane < n ? sval[j0 + lane] : 0u;
+      const unsigned m = n - j0 < 32 ? n - j0 : 32u;
+      for (unsigned t = 0; t < m; ++t) {
+        if (j0 + t >= s.first[g + 1]) {
+          while (j0 + t >= s.first[g + 1]) close();
+          raw = entropy_params::gap_raw_bits(s.size[g]);
+        }
+        cost += rice_params::code_bits<std::uint32_t>(__shfl_sync(full_warp, v, static_cast<int>(t)), lane, raw);
+      }
+    }
+    while (g < G) close();
   }
   // 3. Per lane and group: its elements (the sum of the group's classes, in place: group g <= its classes),
   // its first bit after a scan over lanes, and its changes (set bits in its range).
@@ -239,22 +256,32 @@ SPARSESYNC_DEVICE errc entropy_warp_decode_classes(entropy_decode_smem& s, value
     if (__any_sync(full_warp, placed != mine)) return errc::malformed;  // (never: both walks read the same base)
   }
   __syncwarp();
-  // 5. Values, in position order (lane 0).
-  if (lane == 0) {
+  // 5. Values, in position order (lane 0), their groups' parameters fetched by the warp 32 at a time.
+  {
     errc e = errc::ok;
     if (ulp) {
-      for (std::uint32_t j = 0; j < n && e == errc::ok; ++j) {
-        std::uint64_t code = 0;
-        e = entropy_rice_get(r, s.k_val[spos[j] >> entropy_rank_bits], wbits, code);
-        if (e == errc::ok && code >= (std::uint64_t{1} << wbits) - 1) e = errc::malformed;
-        sval[j] = unzigzag<W>(static_cast<W>(code + 1));
+      for (std::uint32_t j0 = 0; j0 < n; j0 += 32) {
+        if (j0 + lane < n) s.kv32[lane] = s.k_val[spos[j0 + lane] >> entropy_rank_bits];
+        __syncwarp();
+        if (lane == 0 && e == errc::ok) {
+          const unsigned m = n - j0 < 32 ? n - j0 : 32u;
+          for (unsigned t = 0; t < m && e == errc::ok; ++t) {
+            std::uint64_t code = 0;
+            e = entropy_rice_get(r, s.kv32[t], wbits, code);
+            if (e == errc::ok && code >= (std::uint64_t{1} << wbits) - 1) e = errc::malformed;
+            sval[j0 + t] = unzigzag<W>(static_cast<W>(code + 1));
+          }
+        }
+        __syncwarp();
       }
-    } else {
+    } else if (lane == 0) {
       for (std::uint32_t j = 0; j < n; ++j) sval[j] = static_cast<W>(r.get(wbits));
       if (r.failed()) e = errc::truncated;
     }
-    if (e == errc::ok && !r.at_padded_end()) e = errc::malformed;
-    s.err = static_cast<int>(e);
+    if (lane == 0) {
+      if (e == errc::ok && !r.at_padded_end()) e = errc::malformed;
+      s.err = static_cast<int>(e);
+    }
   }
   __syncwarp();
   if (s.err != 0) return static_cast<errc>(s.err);
@@ -263,11 +290,19 @@ SPARSESYNC_DEVICE errc entropy_warp_decode_classes(entropy_decode_smem& s, value
     for (unsigned kb = 0; kb < wbits; kb += 16) {
       const unsigned k = kb + (lane & 15u);
       const bool pricing = lane < 16 && k < wbits;
-      if (pricing) {
+      if (pricing)
         for (unsigned g = 0; g < G; ++g) s.vcost[g * 16 + lane] = 0;
-        for (std::uint32_t j = 0; j < n; ++j) {
-          const std::uint32_t code = static_cast<std::uint32_t>(zigzag<W>(static_cast<W>(sval[j]))) - 1u;
-          s.vcost[(spos[j] >> entropy_rank_bits) * 16 + lane] += rice_params::code_bits<std::uint32_t>(code, k, wbits);
+      for (std::uint32_t j0 = 0; j0 < n; j0 += 32) {
+        std::uint32_t gl = 0, cl = 0;
+        if (j0 + lane < n) {
+          gl = spos[j0 + lane] >> entropy_rank_bits;
+          cl = static_cast<std::uint32_t>(zigzag<W>(static_cast<W>(sval[j0 + lane]))) - 1u;
+        }
+        const unsigned m = n - j0 < 32 ? n - j0 : 32u;
+        for (unsigned t = 0; t < m; ++t) {
+          const std::uint32_t g = __shfl_sync(full_warp, gl, static_cast<int>(t));
+          const std::uint32_t code = __shfl_sync(full_warp, cl, static_cast<int>(t));
+          if (pricing) s.vcost[g * 16 + lane] += rice_params::code_bits<std::uint32_t>(code, k, wbits);
         }
       }
       __syncwarp();

@@ -41,15 +41,27 @@ SPARSESYNC_DEVICE void entropy_lane_walk(const W* fast, const resolved_segment* 
   constexpr unsigned V = 16 / sizeof(W);
   if (fast != nullptr) {
     std::uint32_t i = lo;
-    // Four vectors in flight per lane: the walk is bound by memory latency, with few warps per SM.
-    for (; i + 4 * V <= hi; i += 4 * V) {
-      uint4 v[4];
+    // Four vectors a step, the next step's loaded before this one's are counted: the walk is bound by memory
+    // latency, with few warps per SM.
+    uint4 v[4], w[4];
+    if (i + 4 * V <= hi) {
 #pragma unroll
       for (unsigned u = 0; u < 4; ++u) v[u] = *reinterpret_cast<const uint4*>(fast + i + u * V);
+    }
+    for (; i + 4 * V <= hi; i += 4 * V) {
+      const bool more = i + 8 * V <= hi;
+      if (more) {
+#pragma unroll
+        for (unsigned u = 0; u < 4; ++u) w[u] = *reinterpret_cast<const uint4*>(fast + i + (4 + u) * V);
+      }
 #pragma unroll
       for (unsigned u = 0; u < 4; ++u)
 #pragma unroll
         for (unsigned k = 0; k < V; ++k) f(i + u * V + k, vec_get<W>(v[u], static_cast<int>(k)));
+      if (more) {
+#pragma unroll
+        for (unsigned u = 0; u < 4; ++u) v[u] = w[u];
+      }
     }
     for (; i < hi; ++i) f(i, fast[i]);
   } else if (lo < hi) {
