@@ -8,6 +8,7 @@
 #include <sparsesync/cuda/detail/chunk_codec.cuh>
 #include <sparsesync/cuda/detail/detect.cuh>
 #include <sparsesync/cuda/detail/entropy_codec.cuh>
+#include <sparsesync/cuda/detail/entropy_decode.cuh>
 #include <sparsesync/cuda/detail/warp_decode.cuh>
 #include <sparsesync/cuda/types.cuh>
 #include <sparsesync/format/wire.hpp>
@@ -355,9 +356,10 @@ SPARSESYNC_KERNEL void __launch_bounds__(decode_threads) apply_rice_kernel(apply
   }
 }
 
-// Pass 1b for entropy, a thread per chunk: decodes against the chunk's base, the receiver's weights as they are
-// before this bucket's commit (every decode pass runs before its commit pass; a re-decode after the commit is
-// refused, see process_pass::undo_ulp).
+// Pass 1b for entropy: decodes against the chunk's base, the receiver's weights as they are before this bucket's
+// commit (every decode pass runs before its commit pass; a re-decode after the commit is refused, see
+// process_pass::undo_ulp). Class bodies of chunks up to entropy_warp_max_numel a warp per chunk
+// (apply_entropy_warp_kernel); the rest, rice bodies mostly, a thread per chunk (apply_entropy_kernel).
 template <class W>
 SPARSESYNC_DEVICE void entropy_decode_chunks(const apply_params& p, const bucket_info& I) {
   const auto mode = static_cast<value_mode>(I.mode);
@@ -374,6 +376,7 @@ SPARSESYNC_DEVICE void entropy_decode_chunks(const apply_params& p, const bucket
     const std::uint64_t at = p.change_off[c];
     const std::uint64_t slots = (std::uint64_t{n} + 3) & ~std::uint64_t{3};
     if (off > I.D || bytes > I.D - off || n > numel_c || at > p.stage_cap || slots > p.stage_cap - at) continue;  // reported by pass 1a
+    if (entropy_warp_decodes(n, bytes, bytes ? data0[off] : 0u, numel_c)) continue;  // apply_entropy_warp_kernel's
     const base_walker<W> base(p.segs, I.S, c << I.log2_chunk);
     const errc e = entropy_decode_chunk<W>(mode, data0 + off, bytes, numel_c, n, base, p.frame, frame_end, p.stage_pos + at, p.stage_val + at);
     if (e != errc::ok) fail(&p.info->decode_status, e);
@@ -389,6 +392,48 @@ SPARSESYNC_KERNEL void __launch_bounds__(decode_threads) apply_entropy_kernel(ap
     case 1: entropy_decode_chunks<std::uint8_t>(p, I); break;
     case 2: entropy_decode_chunks<std::uint16_t>(p, I); break;
     default: entropy_decode_chunks<std::uint32_t>(p, I); break;
+  }
+}
+
+// One warp per block (the decoder's tables fill a third of the shared memory a block may have statically),
+// looping over the chunks.
+template <class W>
+SPARSESYNC_DEVICE void entropy_warp_decode_chunks(const apply_params& p, const bucket_info& I, entropy_decode_smem& s) {
+  const auto mode = static_cast<value_mode>(I.mode);
+  const unsigned char* table = p.frame + I.table_off;
+  const unsigned char* data0 = p.frame + I.data_off;
+  const unsigned char* frame_end = p.frame + p.frame_bytes;
+  for (std::uint64_t c = blockIdx.x; c < I.C; c += gridDim.x) {
+    const std::uint64_t entry = ld64(table + chunk_entry_bytes * c);
+    const auto n = static_cast<std::uint32_t>(entry);
+    const auto bytes = static_cast<std::uint32_t>(entry >> 32);
+    const std::uint32_t numel_c = chunk_len(I.N, I.log2_chunk, c);
+    const std::uint64_t off = p.chunk_off[c];
+    const std::uint64_t at = p.change_off[c];
+    const std::uint64_t slots = (std::uint64_t{n} + 3) & ~std::uint64_t{3};
+    if (off > I.D || bytes > I.D - off || n > numel_c || at > p.stage_cap || slots > p.stage_cap - at) continue;  // reported by pass 1a
+    if (!entropy_warp_decodes(n, bytes, bytes ? data0[off] : 0u, numel_c)) continue;  // apply_entropy_kernel's
+    const std::uint64_t first = c << I.log2_chunk;
+    const W* fast = entropy_fast_base<W>(p.segs, I.S, first, numel_c);
+    const errc e = entropy_warp_decode_classes<W>(s, mode, data0 + off, bytes, numel_c, n, fast, p.segs, I.S, first, p.frame, frame_end,
+                                                  p.stage_pos + at, p.stage_val + at);
+    if (e != errc::ok && lane_id() == 0) fail(&p.info->decode_status, e);
+    __syncwarp();  // (the next chunk reuses s)
+  }
+}
+
+inline constexpr int entropy_warp_threads = 32;
+
+template <class P>
+SPARSESYNC_KERNEL void __launch_bounds__(entropy_warp_threads) apply_entropy_warp_kernel(apply_params p) {
+  __shared__ entropy_decode_smem s;
+  const bucket_info& I = *p.info;
+  if (I.status != 0 || static_cast<encoder_id>(I.enc) != encoder_id::entropy) return;
+  if (p.commit_phase && p.state->status != 0) return;
+  switch (size_of(static_cast<sparsesync::dtype>(I.dtype))) {
+    case 1: entropy_warp_decode_chunks<std::uint8_t>(p, I, s); break;
+    case 2: entropy_warp_decode_chunks<std::uint16_t>(p, I, s); break;
+    default: entropy_warp_decode_chunks<std::uint32_t>(p, I, s); break;
   }
 }
 

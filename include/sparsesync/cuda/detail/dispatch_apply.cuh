@@ -52,6 +52,18 @@ inline apply_layout carve_apply(void* d_temp, const device_layout& layout, std::
   return l;
 }
 
+// The warp-per-chunk entropy decoder's grid: as many blocks as fit at once (its blocks loop over the chunks in
+// equal shares, so a block that must wait for a slot would double the pass).
+template <class P>
+int entropy_warp_blocks() {
+  static const int per_sm = [] {
+    int b = 0;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, apply_entropy_warp_kernel<P>, entropy_warp_threads, 0) != cudaSuccess || b < 1) b = 1;
+    return b;
+  }();
+  return persistent_blocks(2048) * per_sm;  // (one block per SM, times per_sm)
+}
+
 // verify_unordered + join: a verify split in two, the first part reading nothing of the patch-wide state (any
 // stream), the second only its finish (in bucket order, on the stream that owns the state).
 enum class apply_phase { verify, commit, commit_after_verify, undo, undo_by_redecode, verify_unordered, join };
@@ -107,6 +119,8 @@ cudaError_t dispatch_apply(void* d_temp, std::size_t& temp_bytes, const device_l
     apply_rice_kernel<P><<<decode_blocks, decode_threads, 0, stream>>>(p);
     SPARSESYNC_CUDA_LAUNCH_CHECK(stream);
     apply_entropy_kernel<P><<<decode_blocks, decode_threads, 0, stream>>>(p);
+    SPARSESYNC_CUDA_LAUNCH_CHECK(stream);
+    apply_entropy_warp_kernel<P><<<entropy_warp_blocks<P>(), entropy_warp_threads, 0, stream>>>(p);
     SPARSESYNC_CUDA_LAUNCH_CHECK(stream);
     if (phase == apply_phase::undo_by_redecode) {  // the coded deltas, stepped back; no verdict
       apply_process_kernel<process_pass::undo_ulp><<<process_blocks, process_threads, 0, stream>>>(p);

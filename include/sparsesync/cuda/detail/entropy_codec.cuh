@@ -1,5 +1,7 @@
-// The device twin of codec/entropy.hpp (the specification; FORMAT.md 3.4.1): one chunk decoded by one
-// thread, as rice is (the encoder's size pass is a warp per chunk: entropy_plan.cuh). The classes come from the chunk's base elements, read through the resolved
+// The device twin of codec/entropy.hpp (the specification; FORMAT.md 3.4.1): here one chunk decoded by one
+// thread, as rice is, for rice bodies (tag 0) and chunks over 2^16 elements; class bodies of shorter chunks are
+// decoded a warp per chunk (entropy_decode.cuh), and the encoder's size pass is a warp per chunk
+// (entropy_plan.cuh). The classes come from the chunk's base elements, read through the resolved
 // segments: on encode the base tensors, on apply the receiver's weights before anything is written (the decode
 // passes run before the commit pass; a rollback cannot re-decode an entropy bucket, whose classes the commit
 // changed, so such buckets keep their verify staging: plan.cuh).

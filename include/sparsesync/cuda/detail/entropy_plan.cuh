@@ -14,6 +14,7 @@
 #include <sparsesync/cuda/detail/detect.cuh>
 #include <sparsesync/cuda/detail/encode_kernels.cuh>
 #include <sparsesync/cuda/detail/entropy_codec.cuh>
+#include <sparsesync/cuda/detail/entropy_warp.cuh>
 #include <sparsesync/cuda/detail/warp_decode.cuh>
 
 SPARSESYNC_NS_BEGIN
@@ -48,30 +49,6 @@ struct entropy_warp_smem {
   std::uint32_t next_rank[K];  // per group: rank after its last placed change
   std::uint8_t of_class[K];
 };
-
-// Calls f(i, bits) for the chunk's base elements i in [lo, hi) in order (one lane's range).
-template <class W, class F>
-SPARSESYNC_DEVICE void entropy_lane_walk(const W* fast, const resolved_segment* segs, std::uint32_t segment_count, std::uint64_t first,
-                                         std::uint32_t lo, std::uint32_t hi, F&& f) {
-  constexpr unsigned V = 16 / sizeof(W);
-  if (fast != nullptr) {
-    std::uint32_t i = lo;
-    // Four vectors in flight per lane: the walk is bound by memory latency, with few warps per SM.
-    for (; i + 4 * V <= hi; i += 4 * V) {
-      uint4 v[4];
-#pragma unroll
-      for (unsigned u = 0; u < 4; ++u) v[u] = *reinterpret_cast<const uint4*>(fast + i + u * V);
-#pragma unroll
-      for (unsigned u = 0; u < 4; ++u)
-#pragma unroll
-        for (unsigned k = 0; k < V; ++k) f(i + u * V + k, vec_get<W>(v[u], static_cast<int>(k)));
-    }
-    for (; i < hi; ++i) f(i, fast[i]);
-  } else if (lo < hi) {
-    base_walker<W> b(segs, segment_count, first + lo);
-    for (std::uint32_t i = lo; i < hi; ++i) f(i, b.next());
-  }
-}
 
 // The chunk's changes with positions in [lo, hi), in order, one at a time (one lane's).
 template <class W>
@@ -147,36 +124,9 @@ SPARSESYNC_DEVICE void entropy_warp_changes(const chunk_pass_params& p, std::uin
   }
 }
 
-// A sum over the warp (one instruction from sm_80 on).
-SPARSESYNC_DEVICE std::uint32_t entropy_warp_add(std::uint32_t v) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  return __reduce_add_sync(full_warp, v);
-#else
-  for (unsigned o = 16; o > 0; o /= 2) v += __shfl_xor_sync(full_warp, v, o);
-  return v;
-#endif
-}
-
-// The k in [0, max_k] with the fewest bits (ties to the smaller), from per-lane cost sums reduced over the warp.
-template <unsigned N>
-SPARSESYNC_DEVICE unsigned entropy_warp_best(const std::uint32_t (&c)[N], unsigned max_k, std::uint32_t& cost) {
-  unsigned best = 0;
-  cost = entropy_warp_add(c[0]);
-#pragma unroll
-  for (unsigned k = 1; k < N; ++k) {
-    const std::uint32_t t = entropy_warp_add(c[k]);
-    if (k <= max_k && t < cost) {
-      cost = t;
-      best = k;
-    }
-  }
-  return best;
-}
-
 template <class W, class P>
 SPARSESYNC_KERNEL void __launch_bounds__(32) entropy_plan_kernel(chunk_pass_params p, entropy_plan_scratch e) {
   constexpr unsigned K = entropy_params::class_count<W>;
-  constexpr unsigned V = 16 / sizeof(W);
   constexpr unsigned wbits = 8 * sizeof(W);
   __shared__ entropy_warp_smem<W> s;
   const std::uint32_t c = blockIdx.x;
@@ -198,16 +148,9 @@ SPARSESYNC_KERNEL void __launch_bounds__(32) entropy_plan_kernel(chunk_pass_para
   }
   const std::uint32_t numel_c = chunk_numel(p.numel, p.log2_chunk, c);
   const std::uint64_t first = std::uint64_t{c} << p.log2_chunk;
-  // Lane ranges: whole vectors, so that a 16-byte aligned chunk stays aligned in every lane.
-  const std::uint32_t R = (numel_c + 32 * V - 1) / (32 * V) * V;
-  const std::uint32_t lo = lane * R < numel_c ? lane * R : numel_c;
-  const std::uint32_t hi = numel_c - lo < R ? numel_c : lo + R;
-  const W* fast = nullptr;
-  {
-    const resolved_segment& sg = p.segs[find_segment(p.segs, 0, p.segment_count, first)];
-    const W* bp = static_cast<const W*>(sg.a) + (first - sg.bucket_first);
-    if (first >= sg.bucket_first && first + numel_c <= sg.bucket_first + sg.count && (reinterpret_cast<std::uintptr_t>(bp) & 15u) == 0) fast = bp;
-  }
+  std::uint32_t lo = 0, hi = 0;
+  const std::uint32_t R = entropy_lane_range<W>(numel_c, lane, lo, hi);
+  const W* fast = entropy_fast_base<W>(p.segs, p.segment_count, first, numel_c);
 
   // 1. Class histogram.
   for (unsigned x = 0; x < K; ++x) s.cnt[x * 32 + lane] = 0;

@@ -1,0 +1,353 @@
+// The entropy decoder's class bodies (tag 1) a warp per chunk, with the host decoder's checks (codec/entropy.hpp
+// decode_classes, the specification). The thread-per-chunk decoder (entropy_codec.cuh) keeps the rice bodies
+// (tag 0) and chunks longer than entropy_warp_max_numel: apply_entropy_kernel takes what this one leaves.
+//
+// The bitstream stays sequential (lane 0 reads the header, the gaps and the values), but everything that
+// touched the base per element is spread over the warp, as in the encoder's size pass (entropy_plan.cuh):
+//  1. each lane counts the classes of its 1/32 of the chunk (16-bit lane-private counters) -> the groups;
+//  2. lane 0 decodes the header and the gaps, marking each change's rank in a bitmap of the chunk's elements
+//     by group (group g's rank r is bit gbase[g] + r);
+//  3. a scan over lanes turns the per-lane group counts into each lane's first bit per group, and a popcount of
+//     its bit ranges into where its changes go in position order;
+//  4. each lane walks its range again, counting its groups' elements up the bitmap: a set bit is a change.
+// The parameter checks price all k at once with lane k holding k's cost (gaps in group order, values through
+// per-group counters in shared memory); rice's size for the same changes is a warp reduction.
+#pragma once
+
+#include <sparsesync/codec/entropy_params.hpp>
+#include <sparsesync/codec/rice_params.hpp>
+#include <sparsesync/cuda/detail/entropy_codec.cuh>
+#include <sparsesync/cuda/detail/entropy_warp.cuh>
+
+SPARSESYNC_NS_BEGIN
+namespace cuda {
+namespace detail {
+
+// The bitmap holds one bit per element and the lane counters 16 bits (a rank below 2^16).
+inline constexpr std::uint32_t entropy_warp_max_numel = 1u << 16;
+
+// Whether apply_entropy_warp_kernel decodes this chunk (n changes, len data bytes starting with `tag`).
+SPARSESYNC_HD constexpr bool entropy_warp_decodes(std::uint32_t n, std::uint32_t len, unsigned tag, std::uint32_t numel) {
+  return n > 0 && len > 0 && tag == entropy_params::tag_classes && numel <= entropy_warp_max_numel;
+}
+
+struct entropy_decode_smem {
+  static constexpr unsigned K = 256;  // the most classes of any width
+  union {
+    std::uint16_t ctr[K * 32];     // lane-private counters, lane L's in bank L (entropy_ctr)
+    std::uint32_t vcost[K * 16];   // then per group, value costs for 16 parameters
+  };
+  std::uint32_t bits[entropy_warp_max_numel / 32];
+  std::uint32_t size[K];       // class histogram, then group sizes
+  std::uint32_t gbase[K + 1];  // first bit of each group
+  std::uint32_t first[K + 1];  // each group's first change in group order
+  std::uint32_t best[K];       // value check: the best cost so far per group
+  std::uint16_t from[K];       // each group's first class
+  std::uint8_t of_class[K], k_gap[K], k_val[K], best_k[K];
+  std::uint8_t kv32[32];       // value parameters of the next 32 changes (lane 0 reads them)
+  unsigned count;              // groups
+  int err;
+};
+
+// Counter x of lane L: 16 bits in word (x / 2) * 32 + L, so that lane L only ever touches bank L.
+SPARSESYNC_DEVICE unsigned entropy_ctr(unsigned x, unsigned lane) { return (x >> 1) * 64 + lane * 2 + (x & 1); }
+
+// Set bits among bits[lo, hi).
+SPARSESYNC_DEVICE std::uint32_t entropy_popcount_range(const std::uint32_t* bits, std::uint32_t lo, std::uint32_t hi) {
+  if (lo >= hi) return 0;
+  const std::uint32_t a = lo >> 5, b = (hi - 1) >> 5;
+  const std::uint32_t lo_mask = ~0u << (lo & 31), hi_mask = ~0u >> (31 - ((hi - 1) & 31));
+  if (a == b) return static_cast<std::uint32_t>(__popc(bits[a] & lo_mask & hi_mask));
+  std::uint32_t c = static_cast<std::uint32_t>(__popc(bits[a] & lo_mask)) + static_cast<std::uint32_t>(__popc(bits[b] & hi_mask));
+  for (std::uint32_t w = a + 1; w < b; ++w) c += static_cast<std::uint32_t>(__popc(bits[w]));
+  return c;
+}
+
+// Sets bits[lo, hi) (lane 0 only).
+SPARSESYNC_DEVICE void entropy_set_range(std::uint32_t* bits, std::uint32_t lo, std::uint32_t hi) {
+  for (std::uint32_t i = lo; i < hi;) {
+    if ((i & 31) == 0 && hi - i >= 32) {
+      bits[i >> 5] = ~0u;
+      i += 32;
+    } else {
+      bits[i >> 5] |= 1u << (i & 31);
+      ++i;
+    }
+  }
+}
+
+// Lane 0: the groups from the class histogram in s.size (codec/entropy.hpp entropy_groups_of), then the
+// header and the gaps (gaps into gap_out in group order, ranks into the bitmap). Returns the first error.
+template <class W>
+SPARSESYNC_DEVICE errc entropy_warp_lane0_header(entropy_decode_smem& s, value_mode mode, bit_reader& r, std::uint32_t len,
+                                                 std::uint32_t numel, std::uint32_t n, std::uint32_t* gap_out) {
+  constexpr unsigned K = entropy_params::class_count<W>;
+  constexpr unsigned wbits = 8 * sizeof(W);
+  const std::uint32_t min_size = (numel >> entropy_params::group_shift) > 1 ? (numel >> entropy_params::group_shift) : 1u;
+  unsigned count = 0, open_from = 0;
+  std::uint32_t open = 0;
+  for (unsigned x = 0; x < K; ++x) {
+    const std::uint32_t sz = s.size[x];
+    if (sz == 0) continue;
+    if (open == 0) open_from = x;
+    s.of_class[x] = static_cast<std::uint8_t>(count);
+    open += sz;
+    if (open >= min_size) {
+      s.from[count] = static_cast<std::uint16_t>(open_from);
+      s.size[count++] = open;  // count <= x: a class count not yet read is never overwritten
+      open = 0;
+    }
+  }
+  if (open > 0) {
+    if (count == 0) {
+      s.from[0] = static_cast<std::uint16_t>(open_from);
+      s.size[count++] = open;
+    } else {
+      for (unsigned x = open_from; x < K; ++x) s.of_class[x] = static_cast<std::uint8_t>(count - 1);
+      s.size[count - 1] += open;
+    }
+  }
+  s.count = count;
+  s.gbase[0] = 0;
+  for (unsigned g = 0; g < count; ++g) s.gbase[g + 1] = s.gbase[g] + s.size[g];
+  // Header: per group its change count, gap and value parameters (checked as entropy_decode_chunk does).
+  const bool ulp = mode == value_mode::ulp;
+  std::uint32_t remaining = n;
+  s.first[0] = 0;
+  for (unsigned g = 0; g < count; ++g) {
+    const std::uint32_t size = s.size[g];
+    std::uint32_t c = remaining;
+    if (g + 1 < count) {
+      c = r.get(entropy_params::count_bits(size, remaining));
+      if (c > (size < remaining ? size : remaining)) return errc::malformed;
+    } else if (c > size) {
+      return errc::malformed;
+    }
+    s.first[g + 1] = s.first[g] + c;
+    remaining -= c;
+    s.k_gap[g] = s.k_val[g] = 0;
+    if (c > 0 && c < size) {
+      s.k_gap[g] = static_cast<std::uint8_t>(r.get(entropy_params::gap_k_bits(size)));
+      if (s.k_gap[g] > entropy_params::max_gap_k_of(size)) return errc::malformed;
+    }
+    if (c > 0 && ulp) s.k_val[g] = static_cast<std::uint8_t>(r.get_unary(wbits - 1));
+  }
+  if (r.failed()) return errc::truncated;
+  std::uint64_t least = 0;
+  for (unsigned g = 0; g < count; ++g)
+    if (s.first[g + 1] - s.first[g] < s.size[g]) least += s.first[g + 1] - s.first[g];
+  if (least > 8 * std::uint64_t{len}) return errc::truncated;
+  // Gaps, group by group.
+  for (unsigned g = 0; g < count; ++g) {
+    const std::uint32_t size = s.size[g], c = s.first[g + 1] - s.first[g];
+    if (c == size) {
+      entropy_set_range(s.bits, s.gbase[g], s.gbase[g] + size);
+      continue;
+    }
+    const unsigned raw = entropy_params::gap_raw_bits(size);
+    std::uint64_t next = 0;
+    for (std::uint32_t i = s.first[g]; i < s.first[g + 1]; ++i) {
+      std::uint64_t gap = 0;
+      if (const errc e = entropy_rice_get(r, s.k_gap[g], raw, gap); e != errc::ok) return e;
+      next += gap;
+      if (next >= size) return errc::index_out_of_range;
+      gap_out[i] = static_cast<std::uint32_t>(gap);
+      const std::uint32_t b = s.gbase[g] + static_cast<std::uint32_t>(next);
+      s.bits[b >> 5] |= 1u << (b & 31);
+      ++next;
+    }
+  }
+  return errc::ok;
+}
+
+// Decodes a class body (entropy_warp_decodes) into spos[0, n) (chunk-relative positions) and sval[0, n)
+// (coded values), the whole warp calling; returns the same verdict as entropy_decode_chunk. The base: `fast`
+// (the chunk's elements, 16-byte aligned) or, when null, the segments from bucket element `first`.
+template <class W>
+SPARSESYNC_DEVICE errc entropy_warp_decode_classes(entropy_decode_smem& s, value_mode mode, const unsigned char* data, std::uint32_t len,
+                                                   std::uint32_t numel, std::uint32_t n, const W* fast, const resolved_segment* segs,
+                                                   std::uint32_t segment_count, std::uint64_t first, const unsigned char* lo,
+                                                   const unsigned char* hi, std::uint32_t* spos, std::uint32_t* sval) {
+  constexpr unsigned K = entropy_params::class_count<W>;
+  constexpr unsigned wbits = 8 * sizeof(W);
+  const unsigned lane = lane_id();
+  const bool ulp = mode == value_mode::ulp;
+  std::uint32_t a = 0, b = 0;
+  entropy_lane_range<W>(numel, lane, a, b);
+  // 1. Class histogram (and a clear bitmap).
+  for (unsigned x = 0; x < K; ++x) s.ctr[entropy_ctr(x, lane)] = 0;
+  for (std::uint32_t w = lane; w < (numel + 31) / 32; w += 32) s.bits[w] = 0;
+  entropy_lane_walk<W>(fast, segs, segment_count, first, a, b,
+                       [&](std::uint32_t, W v) { ++s.ctr[entropy_ctr(entropy_params::class_of<W>(v), lane)]; });
+  for (unsigned x = 0; x < K; ++x) {
+    const std::uint32_t tot = entropy_warp_add(s.ctr[entropy_ctr(x, lane)]);
+    if (lane == 0) s.size[x] = tot;
+  }
+  __syncwarp();
+  // 2. Groups, header and gaps (the gaps into sval, free until the values).
+  bit_reader r(data + 1, data + len, lo, hi);
+  if (lane == 0) s.err = static_cast<int>(entropy_warp_lane0_header<W>(s, mode, r, len, numel, n, sval));
+  __syncwarp();
+  if (s.err != 0) return static_cast<errc>(s.err);
+  const unsigned G = s.count;
+  // Gap parameters: lane k prices k over each group's gaps, read 32 at a time (one load for the warp, then
+  // broadcast): the gaps of wholly changed groups were never written and are skipped.
+  bool fitted = true;
+  {
+    unsigned g = 0;
+    std::uint32_t cost = 0;
+    auto close = [&] {  // (uniform)
+      const std::uint32_t c = s.first[g + 1] - s.first[g];
+      if (c > 0 && c < s.size[g] && entropy_warp_argmin(cost, entropy_params::max_gap_k_of(s.size[g])) != s.k_gap[g]) fitted = false;
+      ++g;
+      cost = 0;
+    };
+    unsigned raw = entropy_params::gap_raw_bits(s.size[0]);
+    for (std::uint32_t j0 = 0; j0 < n; j0 += 32) {
+      const std::uint32_t v = j0 + lane < n ? sval[j0 + lane] : 0u;
+      const unsigned m = n - j0 < 32 ? n - j0 : 32u;
+      for (unsigned t = 0; t < m; ++t) {
+        if (j0 + t >= s.first[g + 1]) {
+          while (j0 + t >= s.first[g + 1]) close();
+          raw = entropy_params::gap_raw_bits(s.size[g]);
+        }
+        cost += rice_params::code_bits<std::uint32_t>(__shfl_sync(full_warp, v, static_cast<int>(t)), lane, raw);
+      }
+    }
+    while (g < G) close();
+  }
+  // 3. Per lane and group: its elements (the sum of the group's classes, in place: group g <= its classes),
+  // its first bit after a scan over lanes, and its changes (set bits in its range).
+  std::uint32_t mine = 0;
+  for (unsigned g = 0; g < G; ++g) {
+    const unsigned x1 = g + 1 < G ? s.from[g + 1] : K;
+    std::uint32_t cnt = 0;
+    for (unsigned x = s.from[g]; x < x1; ++x) cnt += s.ctr[entropy_ctr(x, lane)];
+    std::uint32_t incl = cnt;
+#pragma unroll
+    for (unsigned o = 1; o < 32; o *= 2) {
+      const std::uint32_t u = __shfl_up_sync(full_warp, incl, o);
+      if (lane >= o) incl += u;
+    }
+    const std::uint32_t start = s.gbase[g] + incl - cnt;
+    s.ctr[entropy_ctr(g, lane)] = static_cast<std::uint16_t>(start);  // (2^16 only where the lane has none of g)
+    mine += entropy_popcount_range(s.bits, start, start + cnt);
+  }
+  std::uint32_t at = mine;
+#pragma unroll
+  for (unsigned o = 1; o < 32; o *= 2) {
+    const std::uint32_t u = __shfl_up_sync(full_warp, at, o);
+    if (lane >= o) at += u;
+  }
+  if (__shfl_sync(full_warp, at, 31) != n) return errc::malformed;  // (never: the ranks are distinct and below the sizes)
+  at -= mine;
+  // 4. Positions: a set bit at the element's rank in its group is a change. The group rides in the top bits
+  // of the staged position until the values are read.
+  {
+    std::uint32_t* out = spos + at;
+    std::uint32_t placed = 0;
+    entropy_lane_walk<W>(fast, segs, segment_count, first, a, b, [&](std::uint32_t i, W v) {
+      const unsigned g = s.of_class[entropy_params::class_of<W>(v)];
+      const unsigned ix = entropy_ctr(g, lane);
+      const std::uint32_t rk = s.ctr[ix];
+      s.ctr[ix] = static_cast<std::uint16_t>(rk + 1);
+      if (((s.bits[rk >> 5] >> (rk & 31)) & 1u) && placed < mine) out[placed++] = (static_cast<std::uint32_t>(g) << entropy_rank_bits) | i;
+    });
+    if (__any_sync(full_warp, placed != mine)) return errc::malformed;  // (never: both walks read the same base)
+  }
+  __syncwarp();
+  // 5. Values, in position order (lane 0), their groups' parameters fetched by the warp 32 at a time.
+  {
+    errc e = errc::ok;
+    if (ulp) {
+      for (std::uint32_t j0 = 0; j0 < n; j0 += 32) {
+        if (j0 + lane < n) s.kv32[lane] = s.k_val[spos[j0 + lane] >> entropy_rank_bits];
+        __syncwarp();
+        if (lane == 0 && e == errc::ok) {
+          const unsigned m = n - j0 < 32 ? n - j0 : 32u;
+          for (unsigned t = 0; t < m && e == errc::ok; ++t) {
+            std::uint64_t code = 0;
+            e = entropy_rice_get(r, s.kv32[t], wbits, code);
+            if (e == errc::ok && code >= (std::uint64_t{1} << wbits) - 1) e = errc::malformed;
+            sval[j0 + t] = unzigzag<W>(static_cast<W>(code + 1));
+          }
+        }
+        __syncwarp();
+      }
+    } else if (lane == 0) {
+      for (std::uint32_t j = 0; j < n; ++j) sval[j] = static_cast<W>(r.get(wbits));
+      if (r.failed()) e = errc::truncated;
+    }
+    if (lane == 0) {
+      if (e == errc::ok && !r.at_padded_end()) e = errc::malformed;
+      s.err = static_cast<int>(e);
+    }
+  }
+  __syncwarp();
+  if (s.err != 0) return static_cast<errc>(s.err);
+  // Value parameters: lane k (16 at a time) prices k over the values, into per-group counters.
+  if (ulp && fitted) {
+    for (unsigned kb = 0; kb < wbits; kb += 16) {
+      const unsigned k = kb + (lane & 15u);
+      const bool pricing = lane < 16 && k < wbits;
+      if (pricing)
+        for (unsigned g = 0; g < G; ++g) s.vcost[g * 16 + lane] = 0;
+      for (std::uint32_t j0 = 0; j0 < n; j0 += 32) {
+        std::uint32_t gl = 0, cl = 0;
+        if (j0 + lane < n) {
+          gl = spos[j0 + lane] >> entropy_rank_bits;
+          cl = static_cast<std::uint32_t>(zigzag<W>(static_cast<W>(sval[j0 + lane]))) - 1u;
+        }
+        const unsigned m = n - j0 < 32 ? n - j0 : 32u;
+        for (unsigned t = 0; t < m; ++t) {
+          const std::uint32_t g = __shfl_sync(full_warp, gl, static_cast<int>(t));
+          const std::uint32_t code = __shfl_sync(full_warp, cl, static_cast<int>(t));
+          if (pricing) s.vcost[g * 16 + lane] += rice_params::code_bits<std::uint32_t>(code, k, wbits);
+        }
+      }
+      __syncwarp();
+      for (unsigned g = 0; g < G; ++g) {
+        if (s.first[g + 1] == s.first[g]) continue;
+        const std::uint32_t cost = pricing ? s.vcost[g * 16 + lane] : ~std::uint32_t{0};
+        const unsigned bk = entropy_warp_argmin(cost, 15);
+        const std::uint32_t bc = __shfl_sync(full_warp, cost, bk);
+        if (lane == 0 && (kb == 0 || bc < s.best[g])) {
+          s.best[g] = bc;
+          s.best_k[g] = static_cast<std::uint8_t>(kb + bk);
+        }
+      }
+      __syncwarp();
+    }
+    for (unsigned g = 0; g < G; ++g)
+      if (s.first[g + 1] != s.first[g] && s.best_k[g] != s.k_val[g]) fitted = false;
+  }
+  for (std::uint32_t j = lane; j < n; j += 32) spos[j] &= entropy_rank_mask;
+  __syncwarp();
+  if (!fitted) return errc::non_canonical;
+  // Exactly consumed with the fitted parameters, the data is the class body's length: it must beat rice's.
+  std::uint32_t rg[rice_params::max_gap_k + 1], rv[wbits];
+#pragma unroll
+  for (unsigned k = 0; k <= rice_params::max_gap_k; ++k) rg[k] = 0;
+#pragma unroll
+  for (unsigned k = 0; k < wbits; ++k) rv[k] = 0;
+  for (std::uint32_t j = lane; j < n; j += 32) {
+    const std::uint32_t gap = spos[j] - (j > 0 ? spos[j - 1] + 1 : 0u);
+#pragma unroll
+    for (unsigned k = 0; k <= rice_params::max_gap_k; ++k) rg[k] += rice_params::code_bits<std::uint32_t>(gap, k, rice_params::gap_raw_bits);
+    if (ulp) {
+      const std::uint32_t code = static_cast<std::uint32_t>(zigzag<W>(static_cast<W>(sval[j]))) - 1u;
+#pragma unroll
+      for (unsigned k = 0; k < wbits; ++k) rv[k] += rice_params::code_bits<std::uint32_t>(code, k, wbits);
+    }
+  }
+  std::uint32_t gap_bits = 0, val_bits = 0;
+  entropy_warp_best(rg, rice_params::max_gap_k, gap_bits);
+  if (ulp) entropy_warp_best(rv, wbits - 1, val_bits);
+  const std::uint64_t rice_bytes = 2 + (std::uint64_t{gap_bits} + (ulp ? std::uint64_t{val_bits} : std::uint64_t{n} * wbits) + 7) / 8;
+  if (std::uint64_t{len} >= 1 + rice_bytes) return errc::non_canonical;
+  return errc::ok;
+}
+
+}  // namespace detail
+}  // namespace cuda
+SPARSESYNC_NS_END

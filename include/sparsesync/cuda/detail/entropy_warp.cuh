@@ -1,0 +1,113 @@
+// Warp-per-chunk building blocks shared by the entropy encoder's size pass (entropy_plan.cuh) and its class-body
+// decoder (entropy_decode.cuh): both walk a chunk's base as 32 contiguous lane ranges, each lane with its own
+// counters, and fit Rice parameters with costs reduced over the warp.
+#pragma once
+
+#include <sparsesync/cuda/detail/detect.cuh>
+#include <sparsesync/cuda/detail/entropy_codec.cuh>
+#include <sparsesync/cuda/detail/warp_decode.cuh>
+#include <sparsesync/cuda/types.cuh>
+
+SPARSESYNC_NS_BEGIN
+namespace cuda {
+namespace detail {
+
+// Lane `lane`'s range [lo, hi) of a chunk of numel elements: whole 16-byte vectors, so that a 16-byte aligned
+// chunk stays aligned in every lane. Returns the range length R (lane l starts at min(l * R, numel)).
+template <class W>
+SPARSESYNC_DEVICE std::uint32_t entropy_lane_range(std::uint32_t numel, unsigned lane, std::uint32_t& lo, std::uint32_t& hi) {
+  constexpr unsigned V = 16 / sizeof(W);
+  const std::uint32_t R = (numel + 32 * V - 1) / (32 * V) * V;
+  lo = lane * R < numel ? lane * R : numel;
+  hi = numel - lo < R ? numel : lo + R;
+  return R;
+}
+
+// The chunk's base as one 16-byte aligned array when it lies inside one segment, else null (walked through
+// base_walker instead).
+template <class W>
+SPARSESYNC_DEVICE const W* entropy_fast_base(const resolved_segment* segs, std::uint32_t segment_count, std::uint64_t first,
+                                             std::uint32_t numel) {
+  const resolved_segment& sg = segs[find_segment(segs, 0, segment_count, first)];
+  const W* bp = static_cast<const W*>(sg.a) + (first - sg.bucket_first);
+  if (first >= sg.bucket_first && first + numel <= sg.bucket_first + sg.count && (reinterpret_cast<std::uintptr_t>(bp) & 15u) == 0) return bp;
+  return nullptr;
+}
+
+// Calls f(i, bits) for the chunk's base elements i in [lo, hi) in order (one lane's range).
+template <class W, class F>
+SPARSESYNC_DEVICE void entropy_lane_walk(const W* fast, const resolved_segment* segs, std::uint32_t segment_count, std::uint64_t first,
+                                         std::uint32_t lo, std::uint32_t hi, F&& f) {
+  constexpr unsigned V = 16 / sizeof(W);
+  if (fast != nullptr) {
+    std::uint32_t i = lo;
+    // Four vectors a step, the next step's loaded before this one's are counted: the walk is bound by memory
+    // latency, with few warps per SM.
+    uint4 v[4], w[4];
+    if (i + 4 * V <= hi) {
+#pragma unroll
+      for (unsigned u = 0; u < 4; ++u) v[u] = *reinterpret_cast<const uint4*>(fast + i + u * V);
+    }
+    for (; i + 4 * V <= hi; i += 4 * V) {
+      const bool more = i + 8 * V <= hi;
+      if (more) {
+#pragma unroll
+        for (unsigned u = 0; u < 4; ++u) w[u] = *reinterpret_cast<const uint4*>(fast + i + (4 + u) * V);
+      }
+#pragma unroll
+      for (unsigned u = 0; u < 4; ++u)
+#pragma unroll
+        for (unsigned k = 0; k < V; ++k) f(i + u * V + k, vec_get<W>(v[u], static_cast<int>(k)));
+      if (more) {
+#pragma unroll
+        for (unsigned u = 0; u < 4; ++u) v[u] = w[u];
+      }
+    }
+    for (; i < hi; ++i) f(i, fast[i]);
+  } else if (lo < hi) {
+    base_walker<W> b(segs, segment_count, first + lo);
+    for (std::uint32_t i = lo; i < hi; ++i) f(i, b.next());
+  }
+}
+
+// A sum over the warp (one instruction from sm_80 on).
+SPARSESYNC_DEVICE std::uint32_t entropy_warp_add(std::uint32_t v) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  return __reduce_add_sync(full_warp, v);
+#else
+  for (unsigned o = 16; o > 0; o /= 2) v += __shfl_xor_sync(full_warp, v, o);
+  return v;
+#endif
+}
+
+// The k in [0, max_k] with the fewest bits (ties to the smaller), from per-lane cost sums reduced over the warp.
+template <unsigned N>
+SPARSESYNC_DEVICE unsigned entropy_warp_best(const std::uint32_t (&c)[N], unsigned max_k, std::uint32_t& cost) {
+  unsigned best = 0;
+  cost = entropy_warp_add(c[0]);
+#pragma unroll
+  for (unsigned k = 1; k < N; ++k) {
+    const std::uint32_t t = entropy_warp_add(c[k]);
+    if (k <= max_k && t < cost) {
+      cost = t;
+      best = k;
+    }
+  }
+  return best;
+}
+
+// Lane k's cost for parameter k (lanes past max_k ignored): the k with the fewest bits, ties to the smaller.
+SPARSESYNC_DEVICE unsigned entropy_warp_argmin(std::uint32_t cost, unsigned max_k) {
+  const std::uint32_t mine = lane_id() <= max_k ? cost : ~std::uint32_t{0};
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  const std::uint32_t m = __reduce_min_sync(full_warp, mine);
+#else
+  std::uint32_t m = mine;
+  for (unsigned o = 16; o > 0; o /= 2) m = min(m, __shfl_xor_sync(full_warp, m, o));
+#endif
+  return static_cast<unsigned>(__ffs(static_cast<int>(__ballot_sync(full_warp, mine == m)))) - 1u;
+}
+
+}  // namespace detail
+}  // namespace cuda
+SPARSESYNC_NS_END
