@@ -68,19 +68,39 @@ link_pair make_links() {
   return {tampering_link(std::move(a), never), tampering_link(std::move(b), flip), flip};
 }
 
-void run_fan_out(sync::snapshot_place place) {
-  const auto layout = sparsesync_test::test_layout();
+// The trainer of every case: the test layout's random weights on the GPU and a device_source sender over them
+// (rice, ulp values, 1 MiB buckets, the snapshot where `place` says).
+struct gpu_trainer {
+  model_layout layout = sparsesync_test::test_layout();
   stream_holder stream;
-  device_model trainer(layout);
-  auto weights = sparsesync_test::random_weights(layout.numel());
-  trainer.upload(weights);
+  device_model model{layout};
+  std::vector<std::uint16_t> weights = sparsesync_test::random_weights(layout.numel());
+  sync::sender_options opt = ulp_options();
+  device_sender tx;
+  explicit gpu_trainer(sync::snapshot_place place = sync::snapshot_place::device)
+      : tx(layout, opt, fixed_bytes{1u << 20}, sync::device_source<rice>(sc::compiled_device_encoder_backend(source_options(stream.s, place)))) {
+    model.upload(weights);
+  }
+  static sync::sender_options ulp_options() {
+    sync::sender_options o;
+    o.encode.mode = value_mode::ulp;
+    return o;
+  }
+  static sc::device_source_options source_options(cudaStream_t s, sync::snapshot_place place) {
+    sc::device_source_options o;
+    o.stream = s;
+    o.snapshot = place;
+    return o;
+  }
+};
 
-  sync::sender_options opt;
-  opt.encode.mode = value_mode::ulp;
-  sc::device_source_options so;
-  so.stream = stream.s;
-  so.snapshot = place;
-  device_sender tx(layout, opt, fixed_bytes{1u << 20}, sync::device_source<rice>(sc::compiled_device_encoder_backend(so)));
+void run_fan_out(sync::snapshot_place place) {
+  gpu_trainer t(place);
+  const auto& layout = t.layout;
+  auto& trainer = t.model;
+  auto& weights = t.weights;
+  const auto& opt = t.opt;
+  auto& tx = t.tx;
   host_sender host_tx(layout, opt, fixed_bytes{1u << 20});  // the host engine on the same weights: the reference sizes and checksums
   auto [href_a, href_b] = make_inproc_pair();
   host_tx.add_receiver(std::move(href_a));
@@ -170,16 +190,12 @@ TEST_CASE("the snapshot in pinned host memory: the same versions, no GPU copy of
 }
 
 TEST_CASE("late and restarted GPU workers: full transfers encoded on the GPU, patches for a restored version") {
-  const auto layout = sparsesync_test::test_layout();
-  stream_holder stream;
-  device_model trainer(layout);
-  auto weights = sparsesync_test::random_weights(layout.numel());
-  trainer.upload(weights);
-  sync::sender_options opt;
-  opt.encode.mode = value_mode::ulp;
-  sc::device_source_options so;
-  so.stream = stream.s;
-  device_sender tx(layout, opt, fixed_bytes{1u << 20}, sync::device_source<rice>(sc::compiled_device_encoder_backend(so)));
+  gpu_trainer t;
+  const auto& layout = t.layout;
+  auto& trainer = t.model;
+  auto& weights = t.weights;
+  const auto& opt = t.opt;
+  auto& tx = t.tx;
   const auto trainer_views = const_views(device_views(layout, trainer));
   std::mt19937_64 rng(5);
   for (std::uint64_t v = 1; v <= 3; ++v) {
@@ -236,16 +252,12 @@ TEST_CASE("late and restarted GPU workers: full transfers encoded on the GPU, pa
 TEST_CASE("a corrupted bucket: refused with the weights untouched in both commit modes, then healed by a full transfer") {
   for (const auto mode : {sc::frame_commit_mode::atomic, sc::frame_commit_mode::streamed}) {
     CAPTURE(static_cast<int>(mode));
-    const auto layout = sparsesync_test::test_layout();
-    stream_holder stream;
-    device_model trainer(layout);
-    auto weights = sparsesync_test::random_weights(layout.numel());
-    trainer.upload(weights);
-    sync::sender_options opt;
-    opt.encode.mode = value_mode::ulp;
-    sc::device_source_options so;
-    so.stream = stream.s;
-    device_sender tx(layout, opt, fixed_bytes{1u << 20}, sync::device_source<rice>(sc::compiled_device_encoder_backend(so)));
+    gpu_trainer t;
+    const auto& layout = t.layout;
+    auto& trainer = t.model;
+    auto& weights = t.weights;
+    const auto& opt = t.opt;
+    auto& tx = t.tx;
     REQUIRE(fixed_bytes{1u << 20}.plan(layout, opt.encode.log2_chunk).size() >= 3);
     device_model w(layout);
     auto l = make_links();
@@ -296,16 +308,12 @@ TEST_CASE("a corrupted bucket: refused with the weights untouched in both commit
 TEST_CASE("versions where some buckets, or all, have no changes: every GPU worker applies them (atomic and streamed)") {
   // The Python cupy case (bench/results/gpu-test-runs/python-cupy-empty-bucket-2340db9.log) was refused as
   // "non-canonical: bucket 1 refused on the GPU" exactly when one bucket of the version had no change.
-  const auto layout = sparsesync_test::test_layout();
-  stream_holder stream;
-  device_model trainer(layout);
-  auto weights = sparsesync_test::random_weights(layout.numel());
-  trainer.upload(weights);
-  sync::sender_options opt;
-  opt.encode.mode = value_mode::ulp;
-  sc::device_source_options so;
-  so.stream = stream.s;
-  device_sender tx(layout, opt, fixed_bytes{1u << 20}, sync::device_source<rice>(sc::compiled_device_encoder_backend(so)));
+  gpu_trainer t;
+  const auto& layout = t.layout;
+  auto& trainer = t.model;
+  auto& weights = t.weights;
+  const auto& opt = t.opt;
+  auto& tx = t.tx;
   device_model gpu_atomic(layout), gpu_streamed(layout);
   worker<device_receiver> wa, ws;
   for (auto* w : {&wa, &ws}) {
