@@ -1,5 +1,6 @@
 // The sync engine over the in-process transport: fan-out, atomic versions, catch-up, refusals.
 #include "../core/test_models.hpp"
+#include "tampering_link.hpp"
 
 #include <doctest/doctest.h>
 #include <sparsesync/sync/receiver.hpp>
@@ -300,4 +301,78 @@ TEST_CASE("hello carries the device-frames flag; unknown flags and bad bucket_de
   CHECK_FALSE(sync::decode_bucket_device(sync::encode_bucket_device(bucket_header_bytes - 1), bytes).ok());  // not even a header
   CHECK_FALSE(sync::decode_bucket_device(sync::encode_bucket_device(sync::hard_max_device_frame + 1), bytes).ok());
   CHECK(sync::decode_bucket_device(sync::encode_bucket_device(sync::hard_max_device_frame), bytes).ok());
+}
+
+namespace {
+// A host sink whose abort() says the old weights could not be put back, as a GPU sink's streamed rollback that
+// fails does: the receiver must still nack the version (the sender is waiting for its answer) and then hold no
+// version, so that the sender's full transfer heals it.
+class unrestorable_sink {
+ public:
+  explicit unrestorable_sink(std::span<const tensor_view> buffers) : inner_(buffers) {}
+  void prepare(const model_layout& l) { inner_.prepare(l); }
+  std::uint64_t checksum() { return inner_.checksum(); }
+  void begin(bool full, std::optional<std::uint64_t> known) { inner_.begin(full, known); }
+  status add_bucket(std::span<const unsigned char> frame) { return inner_.add_bucket(frame); }
+  status finish(const patch_header& h) { return inner_.finish(h); }
+  void commit() { inner_.commit(); }
+  [[nodiscard]] std::uint64_t changed() const { return inner_.changed(); }
+  [[nodiscard]] std::uint64_t target_checksum() const { return inner_.target_checksum(); }
+  void abort() {
+    inner_.abort();
+    ++aborts;
+    throw error(errc::invalid_argument, "the old weights could not be put back");
+  }
+  int aborts = 0;
+
+ private:
+  sync::host_sink inner_;
+};
+static_assert(sync::check_version_sink<unrestorable_sink>);
+}  // namespace
+
+TEST_CASE("a refused version whose old weights cannot be put back is still nacked, and a full transfer heals the receiver") {
+  const auto layout = small_layout();
+  host_model trainer(layout);
+  fill_random(trainer, 3);
+  sync_sender tx(layout, {}, fixed_bytes{16u << 10});
+  auto [a, b] = make_inproc_pair();
+  tx.add_receiver(std::move(a));
+  auto flip = std::make_shared<std::atomic<long>>(-1);
+  host_model held(layout);
+  using rx_t = sync::receiver<sparsesync_test::tampering_link<inproc_transport>, unrestorable_sink>;
+  rx_t rx(layout, unrestorable_sink(held.mutable_views()), sparsesync_test::tampering_link<inproc_transport>(std::move(b), flip));
+  std::atomic<int> applied{0}, refused{0};
+  std::string other;
+  std::thread t([&] {
+    for (;;) {
+      try {
+        if (!rx.next()) return;
+        ++applied;
+      } catch (const error&) {
+        ++refused;  // the damaged version, then the failed restore
+      } catch (const std::exception& e) {
+        other = e.what();
+        return;
+      }
+    }
+  });
+  CHECK(tx.publish(1, trainer.views()).acknowledged == 1);
+  perturb_ulp(trainer, 0.01, 4);
+  flip->store(0);  // the next bucket the receiver takes is damaged
+  const auto r2 = tx.publish(2, trainer.views());
+  CHECK(r2.acknowledged == 1);  // healed inside the same publish by a full transfer
+  CHECK(held == trainer);
+  CHECK(refused >= 1);
+  CHECK(rx.sink().aborts >= 1);
+  CHECK(rx.version() == 2);
+  perturb_ulp(trainer, 0.01, 5);
+  CHECK(tx.publish(3, trainer.views()).acknowledged == 1);
+  CHECK(held == trainer);
+  bool healed = false;
+  for (const auto& s : tx.receivers()) healed = healed || s.full_transfers >= 1;
+  CHECK(healed);
+  tx.close();
+  t.join();
+  CHECK(other.empty());
 }

@@ -18,6 +18,7 @@
 
 #include <array>
 #include <chrono>
+#include <exception>
 #include <functional>
 #include <mutex>
 #include <shared_mutex>
@@ -208,11 +209,22 @@ class receiver {
 
   // Gives up a pending version: the weights keep (or get back) the old version, or hold none after a full
   // transfer; the sender hears `why` in a nack and follows with a full transfer.
+  // The nack goes even when putting the old weights back failed (a streamed version whose rollback failed: the
+  // weights then hold no version, and the sender's full transfer is what heals them); without it the sender
+  // would wait for this receiver's answer while it waits for the next version. That failure is thrown after.
   void refuse_pending(pending_version& p, const status& why) {
-    if (p.begun) abort_locked();
+    std::exception_ptr restore_failed;
+    if (p.begun) {
+      try {
+        abort_locked();
+      } catch (...) {
+        restore_failed = std::current_exception();
+      }
+    }
     p.begun = false;
     const status reason = why ? status{errc::invalid_argument, "refused with its peers"} : why;
     link_.send(encode(nack{p.info.version, reason.code(), reason.message()}));
+    if (restore_failed) std::rethrow_exception(restore_failed);
   }
 
   // Readers of the weights hold this shared; a commit holds it exclusive. Weights are a valid version
@@ -255,7 +267,12 @@ class receiver {
   // transfer, has_version_ already false).
   void abort_locked() {
     std::unique_lock lock(weights_mutex_);
-    sink_.abort();
+    try {
+      sink_.abort();
+    } catch (...) {
+      has_version_ = false;  // the old version could not be put back: the weights hold none (a patch is refused)
+      throw;
+    }
   }
 
   model_layout layout_;
