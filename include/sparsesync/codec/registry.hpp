@@ -81,8 +81,10 @@ template <class S>
 inline constexpr bool check_encoder_selection = detail::encoder_selection_diagnostics<S, true>::value;
 
 // The `auto` choice of the CLI: every built-in encoder, in the order that breaks ties (payloads depend on it).
-// Not entropy yet: GPU receivers cannot decode it (no device twin), and since it reads the base, best_of would
-// fully encode every bucket with it; take it by name (`--encoder entropy`, best_of<..., entropy>).
+// Not entropy yet: its GPU twin decodes and applies ~9x slower than rice's (82 vs 9.5 ms for 7e9 BF16 elements on
+// an H100, bench/results/gpu-h100-entropy.md), so `auto` would trade a GPU worker's apply time for ~1.4x fewer
+// bytes without asking; and since it reads the base, best_of would fully encode every bucket with it. Take it by
+// name (`--encoder entropy`, best_of<..., entropy>) where bytes matter most (slow links).
 using auto_encoder = best_of<rice, delta_varint, bitmap, raw_index32>;
 
 // Calls f(E{}) for the built-in encoder with wire id `id`; returns false for an unknown id.
