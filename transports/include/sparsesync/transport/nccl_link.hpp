@@ -32,6 +32,7 @@
 #pragma once
 
 #include <sparsesync/cuda/device_scope.hpp>
+#include <sparsesync/transport/detail/device_link_forwarding.hpp>
 #include <sparsesync/transport/device_link.hpp>
 #include <sparsesync/transport/nccl.hpp>
 
@@ -112,8 +113,9 @@ struct nccl_link_stats {
 };
 
 template <class Control>
-class nccl_link {
+class nccl_link : public detail::device_link_forwarding<nccl_link<Control>> {
   static_assert(check_transport<Control>);
+  friend class detail::device_link_forwarding<nccl_link>;
   using clock = std::chrono::steady_clock;
 
  public:
@@ -134,24 +136,8 @@ class nccl_link {
   // The transport: the protocol's host messages, on the control link (credits are taken out on the way).
   void send(std::span<const std::byte> m) { s_->send_control(m); }
   bool receive(std::vector<std::byte>& m) { return s_->receive_control(m); }
-  void close() noexcept { s_->control.close(); }
-  [[nodiscard]] std::size_t max_frame_size() const noexcept { return s_->control.max_frame_size(); }
-
-  void send_device(const device_frame& f) { s_->send(f); }
-  void receive_device(void* dst, std::size_t bytes, void* after_stream, std::span<unsigned char> head) {
-    s_->receive(dst, bytes, static_cast<cudaStream_t>(after_stream), head);
-  }
-  void abort() noexcept { s_->abort("aborted by its owner"); }
-
-  [[nodiscard]] bool aborted() const {
-    std::lock_guard lock(s_->mutex);
-    return s_->aborted;
-  }
-  [[nodiscard]] Control& control() { return s_->control; }
-  [[nodiscard]] nccl_link_stats stats() const {
-    std::lock_guard lock(s_->mutex);
-    return s_->stats;
-  }
+  // close(), max_frame_size(), send_device(), receive_device(), abort(), aborted(), control() and stats() forward
+  // to the state: detail::device_link_forwarding.
 
  private:
   // The link's calls come on the engine's threads, whose current device is theirs: each makes the link's current.
@@ -301,8 +287,8 @@ class nccl_link {
       cv.notify_all();
     }
 
+    // The oldest queued frame starts waiting for its credit (the watchdog's clock).
     void start_credit_clock_locked() {
-      credit_wait = true;
       credit_since = clock::now();
       trace("waiting for the credit of a frame of " + std::to_string(pending.front().bytes) + " bytes");
     }
@@ -352,7 +338,6 @@ class nccl_link {
           return abort_locked(std::string("enqueueing a send: ") + e.what(), transport_errc::backend);
         }
         pending.pop_front();
-        credit_wait = false;
         if (!pending.empty()) start_credit_clock_locked();
         cv.notify_all();
       }
@@ -550,9 +535,9 @@ class nccl_link {
           continue;
         }
         reap_locked();
-        if (credit_wait && !aborted) {
+        if (!pending.empty() && !aborted) {
           if (clock::now() - credit_since > opt.timeout) {  // a peer posts its receive whatever our GPU does
-            abort_locked("no receive credit for a device frame of " + std::to_string(pending.empty() ? 0 : pending.front().bytes) +
+            abort_locked("no receive credit for a device frame of " + std::to_string(pending.front().bytes) +
                              " bytes within the timeout: the peer posted no receive (it stopped receiving)",
                          transport_errc::timed_out);
             abort_control();  // ends the credit wait: the session is over
@@ -613,7 +598,6 @@ class nccl_link {
     std::condition_variable cv;
     std::deque<std::vector<std::byte>> inbox;  // protocol messages read during a credit wait
     clock::time_point credit_since{};
-    bool credit_wait = false;  // the oldest queued frame waits for the peer's receive credit
     std::deque<device_frame> pending;  // announced frames whose credits have not come, oldest first
     std::thread credit_reader;         // send_loop(): the trainer's end only, from its first frame
     transport_errc abort_code = transport_errc::connection_closed;

@@ -28,6 +28,7 @@
 #include <sparsesync/core/little_endian.hpp>
 #include <sparsesync/transport/detail/ucx_worker.hpp>
 #include <sparsesync/cuda/device_scope.hpp>
+#include <sparsesync/transport/detail/device_link_forwarding.hpp>
 #include <sparsesync/transport/device_link.hpp>
 #include <sparsesync/transport/error.hpp>
 #include <sparsesync/transport/ucx.hpp>
@@ -121,8 +122,9 @@ inline std::string endpoint_info(ucp_ep_h ep) {
 }  // namespace detail
 
 template <class Control>
-class ucx_device_link {
+class ucx_device_link : public detail::device_link_forwarding<ucx_device_link<Control>> {
   static_assert(check_transport<Control>);
+  friend class detail::device_link_forwarding<ucx_device_link>;
   using clock = std::chrono::steady_clock;
 
  public:
@@ -147,24 +149,9 @@ class ucx_device_link {
   // The transport: the protocol's host messages, on the control link.
   void send(std::span<const std::byte> m) { s_->control.send(m); }
   bool receive(std::vector<std::byte>& m) { return s_->control.receive(m); }
-  void close() noexcept { s_->control.close(); }
-  [[nodiscard]] std::size_t max_frame_size() const noexcept { return s_->control.max_frame_size(); }
+  // close(), max_frame_size(), send_device(), receive_device(), abort(), aborted(), control() and stats() forward
+  // to the state: detail::device_link_forwarding.
 
-  void send_device(const device_frame& f) { s_->send(f); }
-  void receive_device(void* dst, std::size_t bytes, void* after_stream, std::span<unsigned char> head) {
-    s_->receive(dst, bytes, static_cast<cudaStream_t>(after_stream), head);
-  }
-  void abort() noexcept { s_->abort("aborted by its owner"); }
-
-  [[nodiscard]] bool aborted() const {
-    std::lock_guard lock(s_->mutex);
-    return s_->aborted;
-  }
-  [[nodiscard]] Control& control() { return s_->control; }
-  [[nodiscard]] ucx_device_link_stats stats() const {
-    std::lock_guard lock(s_->mutex);
-    return s_->stats;
-  }
   // The sender's endpoint as UCX configured it (lanes, transports, devices); empty on the receiver's end, whose
   // reply path UCX makes on its own.
   [[nodiscard]] const std::string& transports() const { return s_->ep_info; }
