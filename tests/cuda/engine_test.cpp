@@ -69,7 +69,7 @@ link_pair make_links() {
 }
 
 // The trainer of every case: the test layout's random weights on the GPU and a device_source sender over them
-// (rice, ulp values, 1 MiB buckets, the snapshot where `place` says).
+// (rice, ulp values, 1 MiB buckets, the snapshot where `place` says). Cases bind its members by name.
 struct gpu_trainer {
   model_layout layout = sparsesync_test::test_layout();
   stream_holder stream;
@@ -96,11 +96,7 @@ struct gpu_trainer {
 
 void run_fan_out(sync::snapshot_place place) {
   gpu_trainer t(place);
-  const auto& layout = t.layout;
-  auto& trainer = t.model;
-  auto& weights = t.weights;
-  const auto& opt = t.opt;
-  auto& tx = t.tx;
+  [[maybe_unused]] auto& [layout, stream, trainer, weights, opt, tx] = t;
   host_sender host_tx(layout, opt, fixed_bytes{1u << 20});  // the host engine on the same weights: the reference sizes and checksums
   auto [href_a, href_b] = make_inproc_pair();
   host_tx.add_receiver(std::move(href_a));
@@ -191,11 +187,7 @@ TEST_CASE("the snapshot in pinned host memory: the same versions, no GPU copy of
 
 TEST_CASE("late and restarted GPU workers: full transfers encoded on the GPU, patches for a restored version") {
   gpu_trainer t;
-  const auto& layout = t.layout;
-  auto& trainer = t.model;
-  auto& weights = t.weights;
-  const auto& opt = t.opt;
-  auto& tx = t.tx;
+  [[maybe_unused]] auto& [layout, stream, trainer, weights, opt, tx] = t;
   const auto trainer_views = const_views(device_views(layout, trainer));
   std::mt19937_64 rng(5);
   for (std::uint64_t v = 1; v <= 3; ++v) {
@@ -253,11 +245,7 @@ TEST_CASE("a corrupted bucket: refused with the weights untouched in both commit
   for (const auto mode : {sc::frame_commit_mode::atomic, sc::frame_commit_mode::streamed}) {
     CAPTURE(static_cast<int>(mode));
     gpu_trainer t;
-    const auto& layout = t.layout;
-    auto& trainer = t.model;
-    auto& weights = t.weights;
-    const auto& opt = t.opt;
-    auto& tx = t.tx;
+    [[maybe_unused]] auto& [layout, stream, trainer, weights, opt, tx] = t;
     REQUIRE(fixed_bytes{1u << 20}.plan(layout, opt.encode.log2_chunk).size() >= 3);
     device_model w(layout);
     auto l = make_links();
@@ -309,11 +297,7 @@ TEST_CASE("versions where some buckets, or all, have no changes: every GPU worke
   // The Python cupy case (bench/results/gpu-test-runs/python-cupy-empty-bucket-2340db9.log) was refused as
   // "non-canonical: bucket 1 refused on the GPU" exactly when one bucket of the version had no change.
   gpu_trainer t;
-  const auto& layout = t.layout;
-  auto& trainer = t.model;
-  auto& weights = t.weights;
-  const auto& opt = t.opt;
-  auto& tx = t.tx;
+  [[maybe_unused]] auto& [layout, stream, trainer, weights, opt, tx] = t;
   device_model gpu_atomic(layout), gpu_streamed(layout);
   worker<device_receiver> wa, ws;
   for (auto* w : {&wa, &ws}) {
