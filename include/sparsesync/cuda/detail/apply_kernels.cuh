@@ -219,6 +219,23 @@ SPARSESYNC_DEVICE std::uint32_t chunk_len(std::uint64_t numel, unsigned log2_chu
   return static_cast<std::uint32_t>(numel - first < size ? numel - first : size);
 }
 
+// A chunk's table entry (changes, data bytes), its length, and where its data and staging start, with whether
+// they fit the frame's data and the staging: the sequential decoders skip a chunk that does not (the warp pass,
+// pass 1a, reports it).
+struct chunk_slot {
+  std::uint32_t n, bytes, numel;
+  std::uint64_t off, at;
+  bool fits;
+};
+SPARSESYNC_DEVICE chunk_slot read_chunk_slot(const apply_params& p, const bucket_info& I, std::uint64_t c) {
+  const std::uint64_t entry = ld64(p.frame + I.table_off + chunk_entry_bytes * c);
+  chunk_slot k{static_cast<std::uint32_t>(entry), static_cast<std::uint32_t>(entry >> 32), chunk_len(I.N, I.log2_chunk, c),
+               p.chunk_off[c], p.change_off[c], false};
+  const std::uint64_t slots = (std::uint64_t{k.n} + 3) & ~std::uint64_t{3};
+  k.fits = k.off <= I.D && k.bytes <= I.D - k.off && k.n <= k.numel && k.at <= p.stage_cap && slots <= p.stage_cap - k.at;
+  return k;
+}
+
 // Staging slots of chunk i: its change count (bounded by the chunk's length) rounded up to 4, so that every
 // chunk's staged run starts 16-byte aligned.
 struct stage_loader {
@@ -302,19 +319,12 @@ SPARSESYNC_KERNEL void __launch_bounds__(decode_threads) apply_decode_kernel(app
 template <class W>
 SPARSESYNC_DEVICE void rice_decode_chunks(const apply_params& p, const bucket_info& I) {
   const auto mode = static_cast<value_mode>(I.mode);
-  const unsigned char* table = p.frame + I.table_off;
   const unsigned char* data0 = p.frame + I.data_off;
   const unsigned char* frame_end = p.frame + p.frame_bytes;
   const std::uint64_t stride = std::uint64_t{gridDim.x} * blockDim.x;
   for (std::uint64_t c = std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x; c < I.C; c += stride) {
-    const std::uint64_t entry = ld64(table + chunk_entry_bytes * c);
-    const auto n = static_cast<std::uint32_t>(entry);
-    const auto bytes = static_cast<std::uint32_t>(entry >> 32);
-    const std::uint32_t numel_c = chunk_len(I.N, I.log2_chunk, c);
-    const std::uint64_t off = p.chunk_off[c];
-    const std::uint64_t at = p.change_off[c];
-    const std::uint64_t slots = (std::uint64_t{n} + 3) & ~std::uint64_t{3};
-    if (off > I.D || bytes > I.D - off || n > numel_c || at > p.stage_cap || slots > p.stage_cap - at) continue;  // reported by pass 1a
+    const auto [n, bytes, numel_c, off, at, fits] = read_chunk_slot(p, I, c);
+    if (!fits) continue;  // reported by pass 1a
     chunk_decoder<W> dec(encoder_id::rice, mode, data0 + off, bytes, numel_c, n, p.frame, frame_end);
     errc e = dec.init();
     std::uint32_t pp[4] = {0, 0, 0, 0}, vv[4] = {0, 0, 0, 0};
@@ -363,19 +373,12 @@ SPARSESYNC_KERNEL void __launch_bounds__(decode_threads) apply_rice_kernel(apply
 template <class W>
 SPARSESYNC_DEVICE void entropy_decode_chunks(const apply_params& p, const bucket_info& I) {
   const auto mode = static_cast<value_mode>(I.mode);
-  const unsigned char* table = p.frame + I.table_off;
   const unsigned char* data0 = p.frame + I.data_off;
   const unsigned char* frame_end = p.frame + p.frame_bytes;
   const std::uint64_t stride = std::uint64_t{gridDim.x} * blockDim.x;
   for (std::uint64_t c = std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x; c < I.C; c += stride) {
-    const std::uint64_t entry = ld64(table + chunk_entry_bytes * c);
-    const auto n = static_cast<std::uint32_t>(entry);
-    const auto bytes = static_cast<std::uint32_t>(entry >> 32);
-    const std::uint32_t numel_c = chunk_len(I.N, I.log2_chunk, c);
-    const std::uint64_t off = p.chunk_off[c];
-    const std::uint64_t at = p.change_off[c];
-    const std::uint64_t slots = (std::uint64_t{n} + 3) & ~std::uint64_t{3};
-    if (off > I.D || bytes > I.D - off || n > numel_c || at > p.stage_cap || slots > p.stage_cap - at) continue;  // reported by pass 1a
+    const auto [n, bytes, numel_c, off, at, fits] = read_chunk_slot(p, I, c);
+    if (!fits) continue;  // reported by pass 1a
     if (entropy_warp_decodes(n, bytes, bytes ? data0[off] : 0u, numel_c)) continue;  // apply_entropy_warp_kernel's
     const base_walker<W> base(p.segs, I.S, c << I.log2_chunk);
     const errc e = entropy_decode_chunk<W>(mode, data0 + off, bytes, numel_c, n, base, p.frame, frame_end, p.stage_pos + at, p.stage_val + at);
@@ -400,18 +403,11 @@ SPARSESYNC_KERNEL void __launch_bounds__(decode_threads) apply_entropy_kernel(ap
 template <class W>
 SPARSESYNC_DEVICE void entropy_warp_decode_chunks(const apply_params& p, const bucket_info& I, entropy_decode_smem& s) {
   const auto mode = static_cast<value_mode>(I.mode);
-  const unsigned char* table = p.frame + I.table_off;
   const unsigned char* data0 = p.frame + I.data_off;
   const unsigned char* frame_end = p.frame + p.frame_bytes;
   for (std::uint64_t c = blockIdx.x; c < I.C; c += gridDim.x) {
-    const std::uint64_t entry = ld64(table + chunk_entry_bytes * c);
-    const auto n = static_cast<std::uint32_t>(entry);
-    const auto bytes = static_cast<std::uint32_t>(entry >> 32);
-    const std::uint32_t numel_c = chunk_len(I.N, I.log2_chunk, c);
-    const std::uint64_t off = p.chunk_off[c];
-    const std::uint64_t at = p.change_off[c];
-    const std::uint64_t slots = (std::uint64_t{n} + 3) & ~std::uint64_t{3};
-    if (off > I.D || bytes > I.D - off || n > numel_c || at > p.stage_cap || slots > p.stage_cap - at) continue;  // reported by pass 1a
+    const auto [n, bytes, numel_c, off, at, fits] = read_chunk_slot(p, I, c);
+    if (!fits) continue;  // reported by pass 1a
     if (!entropy_warp_decodes(n, bytes, bytes ? data0[off] : 0u, numel_c)) continue;  // apply_entropy_kernel's
     const std::uint64_t first = c << I.log2_chunk;
     const W* fast = entropy_fast_base<W>(p.segs, I.S, first, numel_c);
