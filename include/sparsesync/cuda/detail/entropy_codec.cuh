@@ -75,36 +75,45 @@ SPARSESYNC_DEVICE unsigned entropy_dev_group(const entropy_dev_groups& g, W bits
   return g.of_class[entropy_params::class_of<W>(bits)];
 }
 
+// The groups from a class histogram in size[0, classes) (codec/entropy.hpp entropy_groups_of), in place: size[g]
+// becomes group g's element count, of_class[c] the group of class c, and from[g] (where given) the group's first
+// class. Returns the group count. Group g is closed only after class c >= g was read, so it never overwrites a
+// count still to be read.
 template <class W>
-SPARSESYNC_DEVICE void entropy_make_groups(entropy_dev_groups& g, base_walker<W> base, std::uint32_t n) {
+SPARSESYNC_DEVICE unsigned entropy_groups_from_counts(std::uint32_t* size, std::uint8_t* of_class, std::uint16_t* from, std::uint32_t n) {
   constexpr unsigned classes = entropy_params::class_count<W>;
-  // size[] counts classes first: group i is closed only after class c >= i was read, so it never overwrites
-  // a count still to be read.
-  for (unsigned c = 0; c < classes; ++c) g.size[c] = 0;
-  for (std::uint32_t i = 0; i < n; ++i) ++g.size[entropy_params::class_of<W>(base.next())];
   const std::uint32_t min_size = (n >> entropy_params::group_shift) > 1 ? (n >> entropy_params::group_shift) : 1u;
-  g.count = 0;
+  unsigned count = 0, open_from = 0;
   std::uint32_t open = 0;
-  unsigned open_from = 0;
   for (unsigned c = 0; c < classes; ++c) {
-    const std::uint32_t s = g.size[c];
+    const std::uint32_t s = size[c];
     if (s == 0) continue;
     if (open == 0) open_from = c;
-    g.of_class[c] = static_cast<std::uint8_t>(g.count);
+    of_class[c] = static_cast<std::uint8_t>(count);
     open += s;
     if (open >= min_size) {
-      g.size[g.count++] = open;
+      if (from) from[count] = static_cast<std::uint16_t>(open_from);
+      size[count++] = open;
       open = 0;
     }
   }
   if (open > 0) {
-    if (g.count == 0) {
-      g.size[g.count++] = open;
+    if (count == 0) {
+      if (from) from[0] = static_cast<std::uint16_t>(open_from);
+      size[count++] = open;
     } else {
-      for (unsigned c = open_from; c < classes; ++c) g.of_class[c] = static_cast<std::uint8_t>(g.count - 1);
-      g.size[g.count - 1] += open;
+      for (unsigned c = open_from; c < classes; ++c) of_class[c] = static_cast<std::uint8_t>(count - 1);
+      size[count - 1] += open;
     }
   }
+  return count;
+}
+
+template <class W>
+SPARSESYNC_DEVICE void entropy_make_groups(entropy_dev_groups& g, base_walker<W> base, std::uint32_t n) {
+  for (unsigned c = 0; c < entropy_params::class_count<W>; ++c) g.size[c] = 0;
+  for (std::uint32_t i = 0; i < n; ++i) ++g.size[entropy_params::class_of<W>(base.next())];
+  g.count = entropy_groups_from_counts<W>(g.size, g.of_class, nullptr, n);
 }
 
 // For each change (`changes.for_each(f(pos, slot))`, positions increasing and below the chunk's length):

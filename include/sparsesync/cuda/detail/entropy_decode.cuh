@@ -81,32 +81,8 @@ SPARSESYNC_DEVICE void entropy_set_range(std::uint32_t* bits, std::uint32_t lo, 
 template <class W>
 SPARSESYNC_DEVICE errc entropy_warp_lane0_header(entropy_decode_smem& s, value_mode mode, bit_reader& r, std::uint32_t len,
                                                  std::uint32_t numel, std::uint32_t n, std::uint32_t* gap_out) {
-  constexpr unsigned K = entropy_params::class_count<W>;
   constexpr unsigned wbits = 8 * sizeof(W);
-  const std::uint32_t min_size = (numel >> entropy_params::group_shift) > 1 ? (numel >> entropy_params::group_shift) : 1u;
-  unsigned count = 0, open_from = 0;
-  std::uint32_t open = 0;
-  for (unsigned x = 0; x < K; ++x) {
-    const std::uint32_t sz = s.size[x];
-    if (sz == 0) continue;
-    if (open == 0) open_from = x;
-    s.of_class[x] = static_cast<std::uint8_t>(count);
-    open += sz;
-    if (open >= min_size) {
-      s.from[count] = static_cast<std::uint16_t>(open_from);
-      s.size[count++] = open;  // count <= x: a class count not yet read is never overwritten
-      open = 0;
-    }
-  }
-  if (open > 0) {
-    if (count == 0) {
-      s.from[0] = static_cast<std::uint16_t>(open_from);
-      s.size[count++] = open;
-    } else {
-      for (unsigned x = open_from; x < K; ++x) s.of_class[x] = static_cast<std::uint8_t>(count - 1);
-      s.size[count - 1] += open;
-    }
-  }
+  const unsigned count = entropy_groups_from_counts<W>(s.size, s.of_class, s.from, numel);
   s.count = count;
   s.gbase[0] = 0;
   for (unsigned g = 0; g < count; ++g) s.gbase[g + 1] = s.gbase[g] + s.size[g];

@@ -163,28 +163,7 @@ SPARSESYNC_KERNEL void __launch_bounds__(32) entropy_plan_kernel(chunk_pass_para
   __syncwarp();
   // 2. Groups (codec/entropy.hpp make_entropy_groups), by lane 0.
   if (lane == 0) {
-    const std::uint32_t min_size = (numel_c >> entropy_params::group_shift) > 1 ? (numel_c >> entropy_params::group_shift) : 1u;
-    unsigned count = 0, open_from = 0;
-    std::uint32_t open = 0;
-    for (unsigned x = 0; x < K; ++x) {
-      const std::uint32_t sz = s.size[x];
-      if (sz == 0) continue;
-      if (open == 0) open_from = x;
-      s.of_class[x] = static_cast<std::uint8_t>(count);
-      open += sz;
-      if (open >= min_size) {
-        s.size[count++] = open;  // count <= x: a class count not yet read is never overwritten
-        open = 0;
-      }
-    }
-    if (open > 0) {
-      if (count == 0) {
-        s.size[count++] = open;
-      } else {
-        for (unsigned x = open_from; x < K; ++x) s.of_class[x] = static_cast<std::uint8_t>(count - 1);
-        s.size[count - 1] += open;
-      }
-    }
+    const unsigned count = entropy_groups_from_counts<W>(s.size, s.of_class, nullptr, numel_c);
     s.cursor[0] = count;  // (broadcast through shared memory)
   }
   __syncwarp();
