@@ -6,7 +6,11 @@ and the C++ sender's own time for the same publish (the report's "ms", measured 
 the difference is what the binding adds (layout ordering, DLPack imports of every tensor, stream ordering, the
 report), in the same run on the same machine.
 
-    python bench/python/overhead_bench.py [--versions 6] [--layers 28] [--json OUT.json]
+Versions alternate between the two ways a publish takes the tensors: "fresh" imports every tensor through
+DLPack (what a publish of new tensor objects costs), "reused" takes the previous publish's imports (the same
+parameter objects published again, the RL loop's case). `--transport nccl` sends the frames GPU to GPU.
+
+    python bench/python/overhead_bench.py [--versions 11] [--layers 28] [--transport tcp|nccl] [--json OUT.json]
 Needs torch with CUDA and a build of sparsesync with GPU endpoints.
 """
 
@@ -50,7 +54,8 @@ def step(tensors, density, seed):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--versions", type=int, default=6)
+    ap.add_argument("--versions", type=int, default=11)
+    ap.add_argument("--transport", choices=("tcp", "nccl"), default="tcp")
     ap.add_argument("--layers", type=int, default=28)
     ap.add_argument("--density", type=float, default=0.01)
     ap.add_argument("--json", default=None)
@@ -64,10 +69,10 @@ def main():
     key = tempfile.mktemp(suffix=".key")
     ss.generate_key_file(key)
     rows, failures = [], []
-    with ss.Publisher(layout, key, device="cuda:0") as pub:
+    with ss.Publisher(layout, key, device="cuda:0", transport=a.transport) as pub:
         def work():
             try:
-                with ss.Subscriber(layout, worker, key, port=pub.port) as sub:
+                with ss.Subscriber(layout, worker, key, port=pub.port, transport=a.transport) as sub:
                     for _ in sub:
                         pass
             except Exception as e:
@@ -78,11 +83,14 @@ def main():
         for v in range(1, a.versions + 1):
             if v > 1:
                 step(trainer, a.density, v)
+            imports = "fresh" if v % 2 == 0 or v == 1 else "reused"
+            if imports == "fresh":
+                pub._reuse.forget()  # as if these were new tensor objects
             torch.cuda.synchronize("cuda:0")
             start = time.perf_counter()
             r = pub.publish(v, trainer)
             wall = (time.perf_counter() - start) * 1e3
-            rows.append({"version": v, "python_ms": wall, "cpp_ms": r["ms"], "overhead_ms": wall - r["ms"],
+            rows.append({"version": v, "imports": imports, "python_ms": wall, "cpp_ms": r["ms"], "overhead_ms": wall - r["ms"],
                          "overhead_pct": 100 * (wall - r["ms"]) / r["ms"], "changed": r["changed"], "payload_bytes": r["payload_bytes"],
                          "acknowledged": r["acknowledged"]})
             print(json.dumps(rows[-1]), flush=True)
@@ -92,13 +100,17 @@ def main():
     torch.cuda.synchronize()
     identical = all(torch.equal(x.view(torch.int16).to(worker_dev), y.view(torch.int16)) for x, y in zip(trainer, worker))
     later = rows[1:]
+
+    def medians(rs):
+        return {"versions_counted": len(rs), "median_python_ms": statistics.median(r["python_ms"] for r in rs),
+                "median_cpp_ms": statistics.median(r["cpp_ms"] for r in rs),
+                "median_overhead_ms": statistics.median(r["overhead_ms"] for r in rs),
+                "median_overhead_pct": statistics.median(r["overhead_pct"] for r in rs)}
     summary = {"bench": "python-overhead", "machine": platform.node(), "gpus": [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())],
-               "torch": torch.__version__, "numel": layout.numel, "tensors": len(entries), "density": a.density,
+               "torch": torch.__version__, "transport": a.transport, "numel": layout.numel, "tensors": len(entries), "density": a.density,
                "worker_device": worker_dev, "bit_identical": identical,
-               "median_python_ms": statistics.median(r["python_ms"] for r in later),
-               "median_cpp_ms": statistics.median(r["cpp_ms"] for r in later),
-               "median_overhead_ms": statistics.median(r["overhead_ms"] for r in later),
-               "median_overhead_pct": statistics.median(r["overhead_pct"] for r in later), "versions": rows}
+               "fresh_imports": medians([r for r in later if r["imports"] == "fresh"]),
+               "reused_imports": medians([r for r in later if r["imports"] == "reused"]), "versions": rows}
     print(json.dumps({k: v for k, v in summary.items() if k != "versions"}, indent=1))
     if a.json:
         with open(a.json, "w") as f:

@@ -141,6 +141,10 @@ class Layout:
 
     def order(self, tensors: Any) -> Sequence[Any]:
         """``tensors`` in layout order: a sequence is taken as it is, a mapping is read by name."""
+        return [_array(t) for t in self._in_order(tensors)]
+
+    def _in_order(self, tensors: Any) -> list[Any]:
+        """The caller's own objects in layout order (torch parameters not yet detached)."""
         if isinstance(tensors, Mapping):
             missing = [n for n in self._names if n not in tensors]
             if missing:
@@ -149,10 +153,10 @@ class Layout:
             extra = len(tensors) - len(self._names)
             if extra:
                 raise InvalidArgument(f"tensors: {extra} tensors that the layout does not name")
-            return [_array(tensors[n]) for n in self._names]
+            return [tensors[n] for n in self._names]
         if isinstance(tensors, (str, bytes)) or not isinstance(tensors, Iterable):
             raise InvalidArgument("tensors: expected a sequence of arrays in layout order or a mapping by name")
-        return [_array(t) for t in tensors]
+        return list(tensors)
 
     def __len__(self) -> int:
         return len(self._names)

@@ -17,8 +17,9 @@ import sys
 from typing import Any, NamedTuple, Optional, Sequence, Union
 
 from . import _core
-from ._layout import Layout
+from ._layout import Layout, _array
 from ._errors import InvalidArgument, IOFailure
+from ._reuse import ImportReuse
 
 #: ``__dlpack_device__`` codes (the DLPack standard's DLDeviceType).
 _DL_CPU, _DL_CUDA, _DL_CUDA_HOST = 1, 2, 3
@@ -203,6 +204,7 @@ class Publisher:
         key, tls_files = _auth(key_file, tls)
         self._native = native(self.layout._native, host, port, key, tls_files, values, bucket_bytes, ack_timeout, index,
                               snapshot)
+        self._reuse = ImportReuse()
 
     @property
     def port(self) -> int:
@@ -228,14 +230,22 @@ class Publisher:
 
         On a GPU the encode is ordered after ``stream`` (default: the tensors' producer's current stream, as
         torch or cupy report it), so work queued there before the call is included; nothing synchronizes the
-        device. The tensors must not change until the call returns.
+        device. The tensors must not change until the call returns. Publishing the same torch tensors again (the
+        same objects, updated in place: an RL loop's parameters) reuses their DLPack imports of the last call; the
+        publisher keeps a reference to the last call's tensors until the next publish or :meth:`close`.
 
         Returns ``version``, ``numel``, ``changed``, ``payload_bytes``, ``bits_per_changed``, ``target_checksum``,
         ``encode_ms``, ``snapshot_ms``, ``ms``, ``acknowledged``, ``lagging`` and ``receivers`` (one status dict
         per worker); on a GPU also ``snapshot_device_bytes``, ``snapshot_host_bytes`` and ``scratch_device_bytes``.
         """
-        arrays = self.layout.order(tensors)
-        return self._native.publish(version, arrays, _stream_handle(stream, arrays) if self._native.device >= 0 else 0)
+        objects = self.layout._in_order(tensors)
+        handle = _stream_handle(stream, objects) if self._native.device >= 0 else 0
+        if self._reuse.same_as_last(objects):
+            return self._native.publish(version, None, handle)
+        self._reuse.forget()  # the native side drops the last imports once it has imported these
+        report = self._native.publish(version, [_array(t) for t in objects], handle)
+        self._reuse.remember(objects)
+        return report
 
     def receivers(self) -> list[dict[str, Any]]:
         """Per worker: ``id``, ``connected``, ``version``, ``bytes_sent``, ``full_transfers``, ``lagging``,
@@ -244,6 +254,7 @@ class Publisher:
 
     def close(self) -> None:
         """Ends the stream: each worker's :meth:`Subscriber.receive` then returns None."""
+        self._reuse.forget()
         self._native.close()
 
     def __enter__(self) -> "Publisher":

@@ -99,13 +99,20 @@ class publisher {
   }
 
   // `stream`: the CUDA stream whose work produced the weights (GPU placement; 0 is the legacy default stream).
+  // `tensors` None publishes the arrays imported by the previous call again: exporting a torch tensor through
+  // DLPack runs Python code (about 8 us a tensor, 2.7 ms for a 7B model's 339: 9% of a version over NCCL), and
+  // an RL loop publishes the same parameters every step. The Python layer passes None only after checking that
+  // they are the same objects with the same data pointer, dtype, shape and strides.
   nb::dict publish(std::uint64_t version, nb::handle tensors, std::uintptr_t stream) {
-    const auto weights = views_of<false, Place::where>(layout_, tensors, "tensors", place_.device());
+    if (!tensors.is_none())
+      last_ = views_of<false, Place::where>(layout_, tensors, "tensors", place_.device());
+    else if (!last_)
+      throw error(errc::invalid_argument, "tensors: None reuses the previous publish's tensors, and there was none");
     sync::publish_report r;
     {
       nb::gil_scoped_release unlocked;
       place_.order_after(stream);
-      r = tx_->publish(version, weights.views);
+      r = tx_->publish(version, last_->views);
     }
     nb::dict d;
     d["version"] = r.version;
@@ -141,6 +148,7 @@ class publisher {
   }
 
   void close() {
+    last_.reset();
     nb::gil_scoped_release unlocked;
     tx_->close();
   }
@@ -159,6 +167,8 @@ class publisher {
   Place place_;  // before the sender: its backends and stream outlive it
   typename Place::wire::listener listener_;
   std::optional<sender_type> tx_;
+  // The last publish's arrays, referenced until the next publish or close (their memory is not freed meanwhile).
+  std::optional<held_views<false, Place::where>> last_;
 };
 
 template <class Place>
@@ -232,7 +242,7 @@ void bind_endpoints(nb::module_& m, const char* publisher_name, const char* subs
       .def_prop_ro("device", &pub::device)
       .def("accept", &pub::accept, nb::arg("timeout").none())
       .def("wait_for_receivers", &pub::wait_for_receivers, nb::arg("n"), nb::arg("timeout"))
-      .def("publish", &pub::publish, nb::arg("version"), nb::arg("tensors"), nb::arg("stream"))
+      .def("publish", &pub::publish, nb::arg("version"), nb::arg("tensors").none(), nb::arg("stream"))
       .def("receivers", &pub::receivers)
       .def("close", &pub::close);
   nb::class_<sub>(m, subscriber_name)

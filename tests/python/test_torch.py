@@ -55,3 +55,62 @@ def test_cuda_tensors_go_to_the_gpu_codec_or_are_refused_clearly():
     assert torch.equal(a, b)
     # The checksum is computed where the tensors are, equal to the host's.
     assert ss.checksum(layout, [b]) == ss.checksum(layout, [b.cpu()])
+
+
+@pytest.mark.skipif(not ss._core.has_tcp, reason="built without the TCP transport (Boost.Asio, OpenSSL)")
+def test_republished_parameters_reuse_their_imports_until_they_move(tmp_path):
+    """The same parameter objects published again skip their DLPack export; a parameter whose storage was
+    replaced (``.data =``) or restrided in place is imported afresh, so what is published is always what the
+    tensors hold now (the report's target checksum is the checksum of the caller's tensors at that moment)."""
+    import threading
+
+    key = tmp_path / "sync.key"
+    ss.generate_key_file(key)
+    net = torch.nn.Linear(64, 16).to(torch.bfloat16)
+    layout = ss.Layout(net)
+    params = dict(net.named_parameters())
+    worker = {k: torch.zeros_like(v.detach()) for k, v in params.items()}
+    failures = []
+    with ss.Publisher(layout, key) as pub:
+        def work():
+            try:
+                with ss.Subscriber(layout, worker, key, port=pub.port) as sub:
+                    for _ in sub:
+                        pass
+            except Exception as e:  # reported by the assertion below
+                failures.append(e)
+
+        t = threading.Thread(target=work)
+        t.start()
+        pub.accept(timeout=60)
+        reused = []
+
+        def publish(version):
+            reused.append(pub._reuse.same_as_last(layout._in_order(params)))
+            report = pub.publish(version, params)
+            assert report["acknowledged"] == 1
+            assert report["target_checksum"] == ss.checksum(layout, params)
+
+        publish(1)
+        with torch.no_grad():
+            net.weight[0, :5] += 1  # in place: the same storage
+        publish(2)
+        with torch.no_grad():
+            net.weight.data = net.weight.data.clone()  # new storage: the old import would read the old values
+            net.weight[1] += 1
+        publish(3)
+        with torch.no_grad():
+            net.bias.as_strided_((8,), (2,))  # same address, other shape and strides
+        with pytest.raises(ss.InvalidArgument, match="shape"):
+            pub.publish(4, params)
+        with torch.no_grad():
+            net.bias.as_strided_((16,), (1,))
+            net.bias[3] -= 1
+        publish(4)
+        publish(5)
+        pub.close()
+        t.join(timeout=60)
+    assert not failures, failures
+    assert reused == [False, True, False, False, True]
+    for k, v in params.items():
+        assert torch.equal(worker[k], v.detach())
