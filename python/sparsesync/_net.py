@@ -17,7 +17,7 @@ import sys
 from typing import Any, NamedTuple, Optional, Sequence, Union
 
 from . import _core
-from ._layout import Layout, _array
+from ._layout import Layout, _exported
 from ._errors import InvalidArgument, IOFailure
 from ._reuse import ImportReuse
 
@@ -243,7 +243,7 @@ class Publisher:
         if self._reuse.same_as_last(objects):
             return self._native.publish(version, None, handle)
         self._reuse.forget()  # the native side drops the last imports once it has imported these
-        report = self._native.publish(version, [_array(t) for t in objects], handle)
+        report = self._native.publish(version, [_exported(t) for t in objects], handle)
         self._reuse.remember(objects)
         return report
 
