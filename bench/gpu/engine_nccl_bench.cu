@@ -62,8 +62,17 @@ class timed_link {
     if (send_device_ms_) *send_device_ms_ += ms_since(t);
   }
   void receive_device(void* dst, std::size_t bytes, void* after, std::span<unsigned char> head) {
+    post_receive_device(dst, bytes, after);
+    complete_receive_device(head);
+  }
+  void post_receive_device(void* dst, std::size_t bytes, void* after) {
     const auto t = std::chrono::steady_clock::now();
-    inner_.receive_device(dst, bytes, after, head);
+    inner_.post_receive_device(dst, bytes, after);
+    device_ms += ms_since(t);
+  }
+  void complete_receive_device(std::span<unsigned char> head) {
+    const auto t = std::chrono::steady_clock::now();
+    inner_.complete_receive_device(head);
     device_ms += ms_since(t);
     ++frames;
   }

@@ -20,6 +20,7 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <deque>
 #include <future>
 #include <memory>
 #include <random>
@@ -52,7 +53,18 @@ class counting_link {
   [[nodiscard]] std::size_t max_frame_size() const noexcept { return inner_.max_frame_size(); }
   void send_device(const device_frame& f) { inner_.send_device(f); }
   void receive_device(void* dst, std::size_t bytes, void* after, std::span<unsigned char> head) {
-    inner_.receive_device(dst, bytes, after, head);
+    post_receive_device(dst, bytes, after);
+    complete_receive_device(head);
+  }
+  // Pipelined as the nccl_link it wraps: the receiver posts one receive ahead.
+  void post_receive_device(void* dst, std::size_t bytes, void* after) {
+    inner_.post_receive_device(dst, bytes, after);
+    posted_.emplace_back(dst, bytes);
+  }
+  void complete_receive_device(std::span<unsigned char> head) {
+    inner_.complete_receive_device(head);
+    const auto [dst, bytes] = posted_.front();
+    posted_.pop_front();
     device_bytes += bytes;
     if (flip_->load() >= 0 && flip_->fetch_sub(1) == 0) {
       // Past the 80-byte header, inside the chunk data.
@@ -70,8 +82,11 @@ class counting_link {
  private:
   nccl_link<inproc_transport> inner_;
   std::shared_ptr<std::atomic<long>> flip_;
+  std::deque<std::pair<void*, std::size_t>> posted_;
 };
 static_assert(check_device_link<counting_link>);
+static_assert(pipelined_device_link<counting_link>);
+static_assert(pipelined_device_link<nccl_link<inproc_transport>>);
 static_assert(check_device_link<nccl_link<inproc_transport>>);
 
 // The trainer's end, shared with the test so that it can watch the link the sender holds.

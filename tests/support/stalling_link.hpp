@@ -1,6 +1,7 @@
 // A worker's link that hangs mid-version, for the fault tests' worker processes: it passes every message through
 // until the first message of type `stall_on` in version `stall_at`, then prints "stalled V" and sleeps for ever
-// (alive, reading nothing: the test kills it or leaves it stalled). Over a device_link it is a device_link too.
+// (alive, reading nothing: the test kills it or leaves it stalled). Over a device_link it is a device_link too,
+// pipelined where the inner link is.
 #pragma once
 
 #include <sparsesync/format/wire.hpp>
@@ -49,6 +50,16 @@ class stalling_link {
     requires sparsesync::device_link<Inner>
   {
     inner_.receive_device(dst, bytes, after, head);
+  }
+  void post_receive_device(void* dst, std::size_t bytes, void* after)
+    requires sparsesync::pipelined_device_link<Inner>
+  {
+    inner_.post_receive_device(dst, bytes, after);
+  }
+  void complete_receive_device(std::span<unsigned char> head)
+    requires sparsesync::pipelined_device_link<Inner>
+  {
+    inner_.complete_receive_device(head);
   }
   void abort() noexcept
     requires sparsesync::device_link<Inner>

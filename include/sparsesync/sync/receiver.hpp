@@ -50,6 +50,12 @@ class receiver {
   static_assert(check_version_sink<Sink>);
   using clock = std::chrono::steady_clock;
   static constexpr bool takes_device_frames = device_link<Transport> && device_frame_sink<Sink>;
+  // Over a pipelined device link a frame's receive is posted as soon as it is announced, and the frame announced
+  // before it is handed to the sink only then: the sender's next transfer never waits for this thread to have
+  // handed on the last frame (a credit round trip per frame otherwise; patches only: a full transfer reuses one
+  // slot of the sink for every frame).
+  static constexpr bool pipelines_device_frames = takes_device_frames && pipelined_device_link<Transport>;
+  static constexpr std::size_t frames_posted_ahead = 1;
 
  public:
   // Called under the exclusive lock right after a version is committed, with the changes it wrote
@@ -153,6 +159,7 @@ class receiver {
       for (;;) {
         if (!link_.receive(in)) throw error(errc::io, "the sender closed the connection inside a version");
         const auto type = type_of(in);
+        if (type != message_type::bucket_device) hand_posted_frames(st, full, info, 0);  // in order with what follows
         if (type == message_type::bucket) {
           info.payload_bytes += in.size() - 1;
           if (!st) continue;  // already refused: read on to the end of the version to stay in step
@@ -175,8 +182,9 @@ class receiver {
         }
       }
     } catch (...) {
-      // The session cannot go on mid-version: frames the sender still has in flight on the device path are
-      // cancelled (no receive is pending here: receive_device returns only once its frame arrived).
+      // The session cannot go on mid-version: frames the sender still has in flight on the device path, and the
+      // receives posted for them, are cancelled.
+      posted_frames_ = 0;
       if constexpr (device_link<Transport>) link_.abort();
       if (p.begun) abort_locked();
       throw;
@@ -251,8 +259,16 @@ class receiver {
       info.payload_bytes += bytes;
       std::unique_lock lock(weights_mutex_, std::defer_lock);
       if (full) lock.lock();
-      std::array<unsigned char, bucket_header_bytes> head{};
       const device_slot slot = sink_.device_frame_slot(static_cast<std::size_t>(bytes));
+      if constexpr (pipelines_device_frames) {
+        if (!full) {
+          link_.post_receive_device(slot.data, static_cast<std::size_t>(bytes), slot.after);
+          ++posted_frames_;
+          hand_posted_frames(st, full, info, frames_posted_ahead);
+          return;
+        }
+      }
+      std::array<unsigned char, bucket_header_bytes> head{};
       link_.receive_device(slot.data, static_cast<std::size_t>(bytes), slot.after, head);
       if (!st) return;
       st = sink_.add_device_bucket(head);
@@ -260,6 +276,23 @@ class receiver {
     } else {
       (void)in, (void)st, (void)full, (void)info;
       throw error(errc::malformed, "the sender announced a device frame, which this receiver did not ask for");
+    }
+  }
+
+  // Completes posted receives, oldest first, until at most `keep` are left, handing each frame to the sink (the
+  // frames of a refused version are received all the same: the two ends stay in step).
+  void hand_posted_frames(status& st, bool full, applied_version& info, std::size_t keep) {
+    if constexpr (pipelines_device_frames) {
+      while (posted_frames_ > keep) {
+        std::array<unsigned char, bucket_header_bytes> head{};
+        link_.complete_receive_device(head);
+        --posted_frames_;
+        if (!st) continue;
+        st = sink_.add_device_bucket(head);
+        if (full) info.changed = sink_.changed();
+      }
+    } else {
+      (void)st, (void)full, (void)info, (void)keep;
     }
   }
 
@@ -280,6 +313,7 @@ class receiver {
   Transport link_;
   commit_hook hook_;
   applied_version current_;  // the version being received (what the commit hook sees)
+  std::size_t posted_frames_ = 0;  // device receives posted and not yet handed to the sink (pipelines_device_frames)
   mutable std::shared_mutex weights_mutex_;
   bool has_version_ = false;
   std::uint64_t version_ = 0;

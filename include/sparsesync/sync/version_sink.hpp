@@ -82,10 +82,13 @@ struct device_slot {
 
 // A version_sink K is also a `device_frame_sink` (its weights are on a GPU: the receiver asks its sender for
 // device frames when its link is a device_link) when:
-//  1. `k.device_frame_slot(bytes) -> device_slot` reserves room for the next frame of `bytes` bytes (valid until the
-//     next call; a frame received there and never added is dropped);
-//  2. `k.add_device_bucket(head) -> status` verifies the frame received into the last slot as add_bucket() verifies a
-//     host frame; `head` is the frame's first bucket_header_bytes, copied from the device frame itself.
+//  1. `k.device_frame_slot(bytes) -> device_slot` reserves room for the next frame of `bytes` bytes, valid until that
+//     frame is added or the version ends (a frame received there and never added is dropped). Within a patch a
+//     receiver may reserve the next slot before adding the last frame (it posts one receive ahead over a
+//     pipelined_device_link); a full transfer's slots are reserved one at a time;
+//  2. `k.add_device_bucket(head) -> status` verifies the frame received into the oldest slot not yet added, as
+//     add_bucket() verifies a host frame; `head` is the frame's first bucket_header_bytes, copied from the device
+//     frame itself.
 template <class K>
 concept device_frame_sink = version_sink<K> && requires(K& k, std::size_t n, std::span<const unsigned char> head) {
   { k.device_frame_slot(n) } -> std::same_as<device_slot>;

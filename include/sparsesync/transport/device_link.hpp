@@ -46,6 +46,18 @@ inline constexpr std::size_t max_device_frame_head = 256;
 //     when it has not arrived within the link's timeout or the device path failed;
 //  5. `l.abort()` ends device traffic at once (transfers in flight are cancelled, later device calls throw);
 //     it never blocks on the peer and never throws.
+//
+// A device_link L is also a `pipelined_device_link` when it can take a receive in two halves, so that a receiver
+// posts the receive of a frame as soon as it is announced, before the frames announced earlier are handed on (the
+// sender's next transfer then waits for no round trip through the receiver's host thread):
+//  6. `l.post_receive_device(void* dst, std::size_t bytes, void* after_stream)` enqueues the receive of the peer's
+//     next device frame as requirement 4 describes and returns without waiting for it. Frames arrive in the order
+//     their receives were posted; at most max_posted_device_receives are posted and not yet completed;
+//  7. `l.complete_receive_device(std::span<unsigned char> head)` waits for the oldest posted receive as requirement 4
+//     waits (same errors, same timeout), with its first head.size() bytes copied to `head`.
+// receive_device() is then post_receive_device() followed by complete_receive_device().
+inline constexpr std::size_t max_posted_device_receives = 4;
+
 namespace detail {
 template <class L>
 concept device_link_req2_opts_in = requires { requires std::same_as<typename L::device_link_concept, device_link_tag>; };
@@ -57,11 +69,18 @@ concept device_link_req4_receive_device = requires(L& l, void* dst, std::size_t 
 };
 template <class L>
 concept device_link_req5_abort = requires(L& l) { l.abort(); };
+template <class L>
+concept device_link_req6_post_receive = requires(L& l, void* dst, std::size_t n, void* after) { l.post_receive_device(dst, n, after); };
+template <class L>
+concept device_link_req7_complete_receive = requires(L& l, std::span<unsigned char> head) { l.complete_receive_device(head); };
 }  // namespace detail
 
 template <class L>
 concept device_link = transport<L> && detail::device_link_req2_opts_in<L> && detail::device_link_req3_send_device<L> &&
                       detail::device_link_req4_receive_device<L> && detail::device_link_req5_abort<L>;
+
+template <class L>
+concept pipelined_device_link = device_link<L> && detail::device_link_req6_post_receive<L> && detail::device_link_req7_complete_receive<L>;
 
 namespace detail {
 template <class L>
@@ -75,6 +94,11 @@ struct device_link_diagnostics {
                 "sparsesync: device_link requirement 4: a device link needs "
                 "`void receive_device(void* dst, std::size_t bytes, void* after_stream, std::span<unsigned char> head);`");
   static_assert(device_link_req5_abort<L>, "sparsesync: device_link requirement 5: a device link needs `void abort() noexcept;`");
+  // Half of a pipelined receive would silently leave the link unpipelined.
+  static_assert(device_link_req6_post_receive<L> == device_link_req7_complete_receive<L>,
+                "sparsesync: device_link requirements 6 and 7 go together: a pipelined device link needs both "
+                "`void post_receive_device(void* dst, std::size_t bytes, void* after_stream);` and "
+                "`void complete_receive_device(std::span<unsigned char> head);`");
   static constexpr bool value = device_link<L>;
 };
 }  // namespace detail

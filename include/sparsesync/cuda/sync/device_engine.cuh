@@ -24,6 +24,7 @@
 
 #include <chrono>
 #include <memory>
+#include <deque>
 #include <vector>
 
 SPARSESYNC_NS_BEGIN
@@ -506,6 +507,7 @@ class device_applier_impl final : public sync::device_applier_backend {
     known_ = full ? std::nullopt : known_base;
     changed_ = 0;
     frames_.clear();
+    slots_.clear();  // a version given up mid-way may have left some
     arena_.rewind([&] { wait_idle(); });
     if (!applier_ || applier_known_ != known_.has_value()) {
       apply_config cfg;
@@ -598,19 +600,25 @@ class device_applier_impl final : public sync::device_applier_backend {
   // Room for the next frame of `bytes` bytes. A full transfer's frames are applied as they come and not needed
   // again: each one reuses the arena's start (the stream orders its upload after the last one's apply), so a
   // model-sized transfer never needs model-sized scratch.
+  // A patch's slots may be reserved ahead (a receiver posts one receive ahead): they are added in the order they
+  // were reserved, and the arena never moves a frame it handed out.
   unsigned char* reserve(std::size_t bytes) {
-    if (full_) arena_.rewind([&] { wait_idle(); });
-    slot_ = arena_.take(bytes, 16u << 20);
-    slot_bytes_ = bytes;
-    return slot_;
+    if (full_) {
+      if (!slots_.empty()) throw error(errc::invalid_argument, "device_sink: a full transfer's frame slot was reserved before the last one was added");
+      arena_.rewind([&] { wait_idle(); });
+    }
+    unsigned char* slot = arena_.take(bytes, 16u << 20);
+    slots_.emplace_back(slot, bytes);
+    return slot;
   }
 
   // Verifies (and, for a full transfer or a streamed commit, writes) the frame in the reserved slot. `host`: the
   // frame or its header in host memory, where the applier reads the counts it sizes its staging by (no device
   // round trip per bucket).
   status add_reserved(std::span<const unsigned char> host) {
-    unsigned char* d_frame = slot_;
-    const std::size_t bytes = slot_bytes_;
+    if (slots_.empty()) throw error(errc::invalid_argument, "device_sink: a frame was added without a reserved slot");
+    const auto [d_frame, bytes] = slots_.front();
+    slots_.pop_front();
     auto* d = weights_ptrs_.mutable_data();
     if (full_) applier_->apply(d_frame, bytes, d, host);  // no version to protect
     else if (opt_.commit == frame_commit_mode::streamed) applier_->apply_undoable(d_frame, bytes, d, host);
@@ -640,8 +648,7 @@ class device_applier_impl final : public sync::device_applier_backend {
   pinned_bytes staging_;
   cuda_event staged_;  // the last frame upload from staging_
   frame_arena arena_;
-  unsigned char* slot_ = nullptr;
-  std::size_t slot_bytes_ = 0;
+  std::deque<std::pair<unsigned char*, std::size_t>> slots_;  // reserved, not yet added: oldest first
   bool full_ = false;
   std::optional<std::uint64_t> known_;
   std::uint64_t changed_ = 0, target_ = 0;

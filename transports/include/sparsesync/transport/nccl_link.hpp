@@ -113,9 +113,9 @@ struct nccl_link_stats {
 };
 
 template <class Control>
-class nccl_link : public detail::device_link_forwarding<nccl_link<Control>> {
+class nccl_link : public detail::device_link_forwarding<nccl_link<Control>, /*Pipelined=*/true> {
   static_assert(check_transport<Control>);
-  friend class detail::device_link_forwarding<nccl_link>;
+  friend class detail::device_link_forwarding<nccl_link, true>;
   using clock = std::chrono::steady_clock;
 
  public:
@@ -136,8 +136,8 @@ class nccl_link : public detail::device_link_forwarding<nccl_link<Control>> {
   // The transport: the protocol's host messages, on the control link (credits are taken out on the way).
   void send(std::span<const std::byte> m) { s_->send_control(m); }
   bool receive(std::vector<std::byte>& m) { return s_->receive_control(m); }
-  // close(), max_frame_size(), send_device(), receive_device(), abort(), aborted(), control() and stats() forward
-  // to the state: detail::device_link_forwarding.
+  // close(), max_frame_size(), send_device(), receive_device(), post_receive_device(), complete_receive_device(),
+  // abort(), aborted(), control() and stats() forward to the state: detail::device_link_forwarding.
 
  private:
   // The link's calls come on the engine's threads, whose current device is theirs: each makes the link's current.
@@ -173,8 +173,9 @@ class nccl_link : public detail::device_link_forwarding<nccl_link<Control>> {
       sends.clear();
       for (auto e : spare_events) cudaEventDestroy(e);
       if (after_event) cudaEventDestroy(after_event);
-      if (recv_done) cudaEventDestroy(recv_done);
-      if (head) cudaFreeHost(head);
+      for (auto e : recv_done)
+        if (e) cudaEventDestroy(e);
+      if (heads) cudaFreeHost(heads);
       if (stream) cudaStreamDestroy(stream);
     }
 
@@ -186,8 +187,8 @@ class nccl_link : public detail::device_link_forwarding<nccl_link<Control>> {
       peer = 1 - b.rank;
       detail::check_cuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
       detail::check_cuda(cudaEventCreateWithFlags(&after_event, cudaEventDisableTiming), "cudaEventCreate");
-      detail::check_cuda(cudaEventCreateWithFlags(&recv_done, cudaEventDisableTiming | cudaEventBlockingSync), "cudaEventCreate");
-      detail::check_cuda(cudaMallocHost(reinterpret_cast<void**>(&head), max_device_frame_head), "cudaMallocHost");
+      for (auto& e : recv_done) detail::check_cuda(cudaEventCreateWithFlags(&e, cudaEventDisableTiming | cudaEventBlockingSync), "cudaEventCreate");
+      detail::check_cuda(cudaMallocHost(reinterpret_cast<void**>(&heads), max_posted_device_receives * max_device_frame_head), "cudaMallocHost");
       ncclConfig_t config = detail::nccl_config(opt.comm, false, "nccl_link");
       std::lock_guard lock(mutex);
       const ncclResult_t r = ncclCommInitRankConfig(&comm, 2, b.id, b.rank, &config);
@@ -365,12 +366,21 @@ class nccl_link : public detail::device_link_forwarding<nccl_link<Control>> {
     }
 
     void receive(void* dst, std::size_t bytes, cudaStream_t after, std::span<unsigned char> out_head) {
-      if (out_head.size() > max_device_frame_head || out_head.size() > bytes)
-        throw transport_error(transport_errc::invalid_argument, "nccl_link: the head to copy exceeds the frame or 256 bytes");
+      post_receive(dst, bytes, after);
+      complete_receive(out_head);
+    }
+
+    // Enqueues the receive of the next frame and sends its credit; the frame's head (up to max_device_frame_head
+    // bytes) comes down behind it into the receive's pinned slot.
+    void post_receive(void* dst, std::size_t bytes, cudaStream_t after) {
       ncclResult_t posted = ncclSuccess;
+      std::size_t slot = 0;
       {
         std::lock_guard lock(mutex);
         throw_if_aborted_locked();
+        if (receives.size() >= max_posted_device_receives)
+          throw transport_error(transport_errc::invalid_argument, "nccl_link: more than " + std::to_string(max_posted_device_receives) +
+                                                                      " device receives posted and not completed");
         on_device guard(device, std::nothrow);
         if (after) {
           detail::check_cuda(cudaEventRecord(after_event, after), "cudaEventRecord");
@@ -381,25 +391,22 @@ class nccl_link : public detail::device_link_forwarding<nccl_link<Control>> {
           abort_locked(std::string("ncclRecv: ") + ncclGetErrorString(posted));
           detail::check_nccl(posted, "ncclRecv");
         }
-        receiving = true;
-        receive_since = clock::now();
-        trace("receive of " + std::to_string(bytes) + " bytes posted" + (posted == ncclInProgress ? " (deferred)" : ""));
+        slot = next_receive_slot;
+        next_receive_slot = (next_receive_slot + 1) % max_posted_device_receives;
+        receives.push_back({slot, dst, bytes, clock::now()});
+        trace("receive of " + std::to_string(bytes) + " bytes posted" + (posted == ncclInProgress ? " (deferred)" : "") + ", " +
+              std::to_string(receives.size()) + " posted");
         if (!watchdog.joinable()) watchdog = std::thread([this] { watch(); });
         cv.notify_all();
       }
-      const auto fail = [&](transport_errc code, const std::string& what) {
-        std::lock_guard lock(mutex);
-        receiving = false;
-        abort_locked(what);
-        throw transport_error(code, "nccl_link: " + what);
-      };
       // The receive is posted: the trainer may enqueue its send. The credit goes before our enqueue has settled:
       // NCCL connects a pair on its first transfer, which needs the trainer's send as much as this receive.
       try {
         const auto credit = detail::encode_device_credit(bytes);
         send_control(credit);
       } catch (const std::exception& e) {
-        fail(transport_errc::connection_closed, std::string("sending a receive credit: ") + e.what());
+        abort(std::string("sending a receive credit: ") + e.what());
+        throw transport_error(transport_errc::connection_closed, std::string("nccl_link: sending a receive credit: ") + e.what());
       }
       try {
         std::lock_guard lock(mutex);
@@ -409,25 +416,37 @@ class nccl_link : public detail::device_link_forwarding<nccl_link<Control>> {
           ++stats.deferred_calls;
           settle_locked("ncclRecv");
         }
-        if (!out_head.empty())
-          detail::check_cuda(cudaMemcpyAsync(head, dst, out_head.size(), cudaMemcpyDeviceToHost, stream), "copy frame head");
-        detail::check_cuda(cudaEventRecord(recv_done, stream), "cudaEventRecord");
+        const std::size_t head_bytes = std::min(bytes, max_device_frame_head);
+        if (head_bytes)
+          detail::check_cuda(cudaMemcpyAsync(heads + slot * max_device_frame_head, dst, head_bytes, cudaMemcpyDeviceToHost, stream), "copy frame head");
+        detail::check_cuda(cudaEventRecord(recv_done[slot], stream), "cudaEventRecord");
         trace("credit sent, receive settled");
       } catch (...) {
-        std::lock_guard lock(mutex);
-        receiving = false;
-        abort_locked("the receive failed to enqueue");
+        abort("the receive failed to enqueue");
         throw;
       }
-      // Sleeps until the frame is there; the watchdog aborts the communicator (which ends the receive) when it
-      // has not come within the timeout.
-      const cudaError_t done = cudaEventSynchronize(recv_done);
+    }
+
+    // Waits for the oldest posted receive; the watchdog aborts the communicator (which ends the receive) when it
+    // has not come within the timeout.
+    void complete_receive(std::span<unsigned char> out_head) {
+      posted_receive r;
       {
         std::lock_guard lock(mutex);
-        receiving = false;
+        if (receives.empty()) throw transport_error(transport_errc::invalid_argument, "nccl_link: no device receive posted");
+        r = receives.front();
+        if (out_head.size() > std::min(r.bytes, max_device_frame_head))
+          throw transport_error(transport_errc::invalid_argument, "nccl_link: the head to copy exceeds the frame or 256 bytes");
+      }
+      // Sleeps until the frame is there (a blocking-sync event); an aborted link's stream drains, which wakes it.
+      const cudaError_t done = cudaEventSynchronize(recv_done[r.slot]);
+      {
+        std::lock_guard lock(mutex);
+        receives.pop_front();
+        if (!receives.empty()) receives.front().since = std::max(receives.front().since, clock::now());
         if (aborted)
           throw transport_error(why.find("timeout") != std::string::npos ? transport_errc::timed_out : transport_errc::connection_closed,
-                                "nccl_link: no device frame of " + std::to_string(bytes) + " bytes: the link was aborted (" + why + ")");
+                                "nccl_link: no device frame of " + std::to_string(r.bytes) + " bytes: the link was aborted (" + why + ")");
         if (done != cudaSuccess) {
           abort_locked(std::string("CUDA error: ") + cudaGetErrorString(done));
           throw transport_error(transport_errc::backend, std::string("nccl_link: receive: ") + cudaGetErrorString(done));
@@ -438,12 +457,11 @@ class nccl_link : public detail::device_link_forwarding<nccl_link<Control>> {
           abort_locked(std::string("NCCL error: ") + ncclGetErrorString(async));
           throw transport_error(transport_errc::backend, std::string("nccl_link: receive: ") + ncclGetErrorString(async));
         }
+        trace("frame received");
+        ++stats.frames_received;
+        stats.bytes_received += r.bytes;
       }
-      if (!out_head.empty()) std::memcpy(out_head.data(), head, out_head.size());
-      std::lock_guard lock(mutex);
-      trace("frame received");
-      ++stats.frames_received;
-      stats.bytes_received += bytes;
+      if (!out_head.empty()) std::memcpy(out_head.data(), heads + r.slot * max_device_frame_head, out_head.size());
     }
 
     void abort(const std::string& reason, transport_errc code = transport_errc::connection_closed) noexcept {
@@ -546,8 +564,8 @@ class nccl_link : public detail::device_link_forwarding<nccl_link<Control>> {
           cv.wait_for(lock, std::chrono::milliseconds(1));
           continue;
         }
-        if (receiving && !aborted) {
-          if (clock::now() - std::max(receive_since, last_abort()) > opt.timeout) {
+        if (!receives.empty() && !aborted) {
+          if (clock::now() - std::max(receives.front().since, last_abort()) > opt.timeout) {
             abort_locked("a device frame did not arrive within the timeout");
             continue;
           }
@@ -580,6 +598,12 @@ class nccl_link : public detail::device_link_forwarding<nccl_link<Control>> {
       cudaEvent_t done;
       std::shared_ptr<const void> owner;
     };
+    struct posted_receive {
+      std::size_t slot = 0;
+      void* dst = nullptr;
+      std::size_t bytes = 0;
+      clock::time_point since{};  // the watchdog's clock for the oldest: when it was posted or became the oldest
+    };
 
     Control control;
     nccl_link_options opt;
@@ -588,8 +612,12 @@ class nccl_link : public detail::device_link_forwarding<nccl_link<Control>> {
     ncclComm_t doomed = nullptr;  // aborted, its ncclCommAbort not yet done (the watchdog's job)
     bool trainer = false;         // this end sends the frames
     cudaStream_t stream = nullptr;
-    cudaEvent_t after_event{}, recv_done{};
-    unsigned char* head = nullptr;  // pinned: the frame's head comes down with its receive
+    cudaEvent_t after_event{};
+    // Posted receives: slot i has its completion event and, in `heads`, the pinned room its frame's head comes
+    // down to. Slots are taken round-robin; at most max_posted_device_receives are in use.
+    std::array<cudaEvent_t, max_posted_device_receives> recv_done{};
+    unsigned char* heads = nullptr;
+    std::size_t next_receive_slot = 0;
 
     static constexpr std::size_t max_inbox = 64;
 
@@ -604,8 +632,7 @@ class nccl_link : public detail::device_link_forwarding<nccl_link<Control>> {
     std::deque<in_flight> sends;
     std::vector<cudaEvent_t> spare_events;
     clock::time_point progress{};
-    clock::time_point receive_since{};
-    bool receiving = false;  // a receive_device is waiting for its frame
+    std::deque<posted_receive> receives;  // posted and not yet completed, oldest first
     bool aborted = false, stopping = false;
     std::string why;
     nccl_link_stats stats;

@@ -2,7 +2,8 @@
 // the control link's close and frame size, the device path's calls, abort, and the flags and counters the state
 // keeps under its lock. Each link adds what differs: its send and receive of host messages, its connect calls.
 // The state (`Derived::s_`, a unique_ptr) has `control`, `mutex`, `aborted`, `stats`, `send(frame)`,
-// `receive(dst, bytes, stream, head)` and `abort(reason)`; Derived befriends this class to let it reach `s_`.
+// `receive(dst, bytes, stream, head)` (and, with Pipelined, `post_receive` and `complete_receive`) and
+// `abort(reason)`; Derived befriends this class to let it reach `s_`.
 #pragma once
 
 #include <sparsesync/transport/device_link.hpp>
@@ -16,7 +17,7 @@
 SPARSESYNC_NS_BEGIN
 namespace detail {
 
-template <class Derived>
+template <class Derived, bool Pipelined = false>
 class device_link_forwarding {
  public:
   void close() noexcept { state().control.close(); }
@@ -25,6 +26,17 @@ class device_link_forwarding {
   void send_device(const device_frame& f) { state().send(f); }
   void receive_device(void* dst, std::size_t bytes, void* after_stream, std::span<unsigned char> head) {
     state().receive(dst, bytes, static_cast<cudaStream_t>(after_stream), head);
+  }
+  // A pipelined device link (device_link requirements 6 and 7): its state has post_receive and complete_receive.
+  void post_receive_device(void* dst, std::size_t bytes, void* after_stream)
+    requires Pipelined
+  {
+    state().post_receive(dst, bytes, static_cast<cudaStream_t>(after_stream));
+  }
+  void complete_receive_device(std::span<unsigned char> head)
+    requires Pipelined
+  {
+    state().complete_receive(head);
   }
   void abort() noexcept { state().abort("aborted by its owner"); }
 
