@@ -256,7 +256,8 @@ SPARSESYNC_DEVICE void entropy_block_classes(entropy_decode_smem& s, const W* fa
 template <class W>
 SPARSESYNC_DEVICE void entropy_block_groups(entropy_decode_smem& s, std::uint32_t numel) {
   constexpr unsigned K = entropy_params::class_count<W>;
-  for (unsigned t = threadIdx.x; t < K; t += blockDim.x) {
+  const unsigned t = threadIdx.x;
+  if (t < K) {
     std::uint32_t run = 0;
 #pragma unroll
     for (unsigned w = 0; w < entropy_block_warps; ++w) {
@@ -268,7 +269,7 @@ SPARSESYNC_DEVICE void entropy_block_groups(entropy_decode_smem& s, std::uint32_
     if (run > 0) atomicMax(&s.top, t + 1);
   }
   __syncthreads();
-  if (threadIdx.x == 0) {
+  if (t == 0) {
     const unsigned count = entropy_groups_from_counts<W>(s.size, s.of_class, s.from, numel);
     s.count = count;
     s.gbase[0] = 0;
