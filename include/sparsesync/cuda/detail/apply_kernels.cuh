@@ -420,7 +420,7 @@ SPARSESYNC_DEVICE void entropy_warp_decode_chunks(const apply_params& p, const b
 inline constexpr int entropy_warp_threads = entropy_block_threads;
 
 template <class P>
-SPARSESYNC_KERNEL void __launch_bounds__(entropy_warp_threads, 8) apply_entropy_warp_kernel(apply_params p) {
+SPARSESYNC_KERNEL void __launch_bounds__(entropy_warp_threads, 2) apply_entropy_warp_kernel(apply_params p) {
   extern __shared__ __align__(16) unsigned char entropy_decode_raw[];
   entropy_decode_smem& s = *reinterpret_cast<entropy_decode_smem*>(entropy_decode_raw);
   const bucket_info& I = *p.info;

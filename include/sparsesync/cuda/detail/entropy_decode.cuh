@@ -3,14 +3,14 @@
 // (tag 0) and chunks longer than entropy_warp_max_numel: apply_entropy_kernel takes what this one leaves.
 //
 // The bitstream stays sequential (thread 0 reads the header, the gaps and the values), but the base is read once,
-// coalesced, by 4 warps, each on a contiguous tile of the chunk:
-//  1. walk 1: per warp the tile's class counts, a
+// coalesced, by 16 warps, each on a contiguous tile of the chunk:
+//  1. walk 1: each element's class into shared memory (a byte each) and per warp the tile's class counts, a
 //     class advanced once per 32 elements (__match_any_sync) -> the groups and, per warp and group, the rank of
 //     the warp's first element of the group (per-class prefixes over the warps, summed over the group's classes);
 //  2. thread 0 decodes the header and the gaps, marking each change's rank in a bitmap of the chunk's elements
 //     by group (group g's rank r is bit gbase[g] + r);
 //  3. a popcount of each warp's rank ranges gives where its changes go in position order;
-//  4. walk 2 (the base again, from L2 mostly): 32 consecutive elements a step, an element's rank its group's count so far
+//  4. walk 2 (shared memory only): 32 consecutive elements a step, an element's rank its group's count so far
 //     plus the lanes below it holding the group; a set bit at that rank is a change.
 // The parameter checks price all k at once with lane k holding k's cost (gaps in group order, values through
 // per-group counters in shared memory); rice's size for the same changes is a warp reduction.
@@ -25,7 +25,7 @@ SPARSESYNC_NS_BEGIN
 namespace cuda {
 namespace detail {
 
-// The bitmap holds one bit per element: chunks up to 2^16.
+// The bitmap holds one bit per element and the staged classes a byte per element: chunks up to 2^16.
 inline constexpr std::uint32_t entropy_warp_max_numel = 1u << 16;
 
 // Whether apply_entropy_warp_kernel decodes this chunk (n changes, len data bytes starting with `tag`).
@@ -33,19 +33,20 @@ SPARSESYNC_HD constexpr bool entropy_warp_decodes(std::uint32_t n, std::uint32_t
   return n > 0 && len > 0 && tag == entropy_params::tag_classes && numel <= entropy_warp_max_numel;
 }
 
-// A block of 4 warps per chunk, each warp on a contiguous tile of it.
-inline constexpr unsigned entropy_block_warps = 4;
+// A block of 16 warps per chunk, each warp on a contiguous tile of it.
+inline constexpr unsigned entropy_block_warps = 16;
 inline constexpr int entropy_block_threads = 32 * static_cast<int>(entropy_block_warps);
 
-// ~30 KB (dynamic shared memory): several chunks in flight per SM, to hide thread 0's sequential bitstream work.
+// ~96 KB (dynamic shared memory): two blocks per SM.
 struct entropy_decode_smem {
   static constexpr unsigned K = 256;  // the most classes of any width
   union {
-    // Per warp: its class counts; then per class the elements of the warps before it; then per group the rank
-    // of the warp's first element of the group (advanced through walk 2).
-    std::uint32_t wcnt[entropy_block_warps][K];
-    std::uint32_t vcost[K * 16];  // after walk 2: per group, value costs for 16 parameters
+    std::uint8_t cls[entropy_warp_max_numel];  // each element's class (walk 1 -> walk 2)
+    std::uint32_t vcost[K * 16];               // then per group, value costs for 16 parameters
   };
+  // Per warp: its class counts; then per class the elements of the warps before it; then per group the rank
+  // of the warp's first element of the group (advanced through walk 2).
+  std::uint32_t wcnt[entropy_block_warps][K];
   std::uint32_t bits[entropy_warp_max_numel / 32];
   std::uint32_t size[K];       // class histogram, then group sizes
   std::uint32_t gbase[K + 1];  // first bit of each group
@@ -192,18 +193,7 @@ SPARSESYNC_DEVICE errc entropy_block_tail(entropy_decode_smem& s, value_mode mod
   return errc::ok;
 }
 
-// Walk 2's steps of 32 elements loaded ahead of their ranking (global loads in flight per lane).
-inline constexpr unsigned entropy_walk_depth = 8;
-
-// Element e of the chunk's base.
-template <class W>
-SPARSESYNC_DEVICE W entropy_base_at(const W* fast, const resolved_segment* segs, std::uint32_t segment_count, std::uint64_t first, std::uint32_t e) {
-  if (fast != nullptr) return fast[e];
-  base_walker<W> bw(segs, segment_count, first + e);
-  return bw.next();
-}
-
-// Walk 1, every warp on its tile: the tile's class counts into s.wcnt[w]
+// Walk 1, every warp on its tile: each element's class into s.cls, and the tile's class counts into s.wcnt[w]
 // (a class's count advanced once per 32 elements by the lowest lane holding it). Also clears the bitmap.
 template <class W>
 SPARSESYNC_DEVICE void entropy_block_classes(entropy_decode_smem& s, const W* fast, const resolved_segment* segs, std::uint32_t segment_count,
@@ -248,6 +238,15 @@ SPARSESYNC_DEVICE void entropy_block_classes(entropy_decode_smem& s, const W* fa
       const unsigned m = __match_any_sync(full_warp, c[k]);
       if (c[k] < K && lane == static_cast<unsigned>(__ffs(static_cast<int>(m))) - 1u) atomicAdd(&s.wcnt[w][c[k]], static_cast<unsigned>(__popc(m)));
     }
+    if (whole) {
+#pragma unroll
+      for (unsigned j = 0; j < V / 4; ++j)
+        reinterpret_cast<std::uint32_t*>(s.cls + e0)[j] = c[4 * j] | (c[4 * j + 1] << 8) | (c[4 * j + 2] << 16) | (c[4 * j + 3] << 24);
+    } else {
+#pragma unroll
+      for (unsigned k = 0; k < V; ++k)
+        if (e0 + k < hi) s.cls[e0 + k] = static_cast<std::uint8_t>(c[k]);
+    }
   }
 }
 
@@ -284,7 +283,7 @@ SPARSESYNC_DEVICE void entropy_block_groups(entropy_decode_smem& s, std::uint32_
 template <class W>
 SPARSESYNC_DEVICE void entropy_block_group_starts(entropy_decode_smem& s, unsigned t0, unsigned nthreads, unsigned bar) {
   constexpr unsigned K = entropy_params::class_count<W>;
-  constexpr unsigned per = (entropy_block_warps * K + entropy_block_threads - 32 - 1) / (entropy_block_threads - 32);  // (nthreads = all but warp 0)
+  constexpr unsigned per = (entropy_block_warps * K + 32 * 15 - 1) / (32 * 15);  // (nthreads >= 480)
   const unsigned G = s.count, top = s.top, t = threadIdx.x - t0;
   std::uint32_t got[per];
 #pragma unroll
@@ -427,7 +426,7 @@ SPARSESYNC_DEVICE errc entropy_block_decode_classes(entropy_decode_smem& s, valu
     total += s.wchg[v];
   }
   if (total != n) return errc::malformed;  // (never: the ranks are distinct and below the sizes)
-  // 4. Walk 2, positions (the base read again): 32 consecutive elements a step, each lane's rank in its group the group's count so far
+  // 4. Walk 2, positions: 32 consecutive elements a step, each lane's rank in its group the group's count so far
   // plus its lanes below holding the group; a set bit at that rank is a change. The group rides in the top bits
   // of the staged position until the values are read.
   {
@@ -437,15 +436,15 @@ SPARSESYNC_DEVICE errc entropy_block_decode_classes(entropy_decode_smem& s, valu
     std::uint32_t* ctr = s.wcnt[w];
     const unsigned below = lanes_below();
     std::uint32_t placed = 0;
-    for (std::uint32_t e0 = a; e0 < b; e0 += 32 * entropy_walk_depth) {  // (uniform over the warp)
-      unsigned gq[entropy_walk_depth];
+    for (std::uint32_t e0 = a; e0 < b; e0 += 128) {  // (uniform over the warp)
+      unsigned gq[4];
 #pragma unroll
-      for (unsigned j = 0; j < entropy_walk_depth; ++j) {
+      for (unsigned j = 0; j < 4; ++j) {
         const std::uint32_t e = e0 + 32 * j + lane;
-        gq[j] = e < b ? s.of_class[entropy_params::class_of<W>(entropy_base_at<W>(fast, segs, segment_count, first, e))] : 0xFFFFu;
+        gq[j] = e < b ? s.of_class[s.cls[e]] : 0xFFFFu;
       }
 #pragma unroll
-      for (unsigned j = 0; j < entropy_walk_depth; ++j) {
+      for (unsigned j = 0; j < 4; ++j) {
         const unsigned g = gq[j];
         const bool valid = g != 0xFFFFu;
         const unsigned m = __match_any_sync(full_warp, g);
