@@ -368,7 +368,7 @@ SPARSESYNC_KERNEL void __launch_bounds__(decode_threads) apply_rice_kernel(apply
 
 // Pass 1b for entropy: decodes against the chunk's base, the receiver's weights as they are before this bucket's
 // commit (every decode pass runs before its commit pass; a re-decode after the commit is refused, see
-// process_pass::undo_ulp). Class bodies of chunks up to entropy_warp_max_numel a block per chunk
+// process_pass::undo_ulp). Class bodies of chunks up to entropy_warp_max_numel a warp per chunk
 // (apply_entropy_warp_kernel); the rest, rice bodies mostly, a thread per chunk (apply_entropy_kernel).
 template <class W>
 SPARSESYNC_DEVICE void entropy_decode_chunks(const apply_params& p, const bucket_info& I) {
@@ -398,7 +398,8 @@ SPARSESYNC_KERNEL void __launch_bounds__(decode_threads) apply_entropy_kernel(ap
   }
 }
 
-// A block per chunk (entropy_decode.cuh), its tables in dynamic shared memory, looping over the chunks.
+// One warp per block (the decoder's tables fill a third of the shared memory a block may have statically),
+// looping over the chunks.
 template <class W>
 SPARSESYNC_DEVICE void entropy_warp_decode_chunks(const apply_params& p, const bucket_info& I, entropy_decode_smem& s) {
   const auto mode = static_cast<value_mode>(I.mode);
@@ -410,19 +411,18 @@ SPARSESYNC_DEVICE void entropy_warp_decode_chunks(const apply_params& p, const b
     if (!entropy_warp_decodes(n, bytes, bytes ? data0[off] : 0u, numel_c)) continue;  // apply_entropy_kernel's
     const std::uint64_t first = c << I.log2_chunk;
     const W* fast = entropy_fast_base<W>(p.segs, I.S, first, numel_c);
-    const errc e = entropy_block_decode_classes<W>(s, mode, data0 + off, bytes, numel_c, n, fast, p.segs, I.S, first, p.frame, frame_end,
-                                                   p.stage_pos + at, p.stage_val + at);
-    if (e != errc::ok && threadIdx.x == 0) fail(&p.info->decode_status, e);
-    __syncthreads();  // (the next chunk reuses s)
+    const errc e = entropy_warp_decode_classes<W>(s, mode, data0 + off, bytes, numel_c, n, fast, p.segs, I.S, first, p.frame, frame_end,
+                                                  p.stage_pos + at, p.stage_val + at);
+    if (e != errc::ok && lane_id() == 0) fail(&p.info->decode_status, e);
+    __syncwarp();  // (the next chunk reuses s)
   }
 }
 
-inline constexpr int entropy_warp_threads = entropy_block_threads;
+inline constexpr int entropy_warp_threads = 32;
 
 template <class P>
-SPARSESYNC_KERNEL void __launch_bounds__(entropy_warp_threads, 2) apply_entropy_warp_kernel(apply_params p) {
-  extern __shared__ __align__(16) unsigned char entropy_decode_raw[];
-  entropy_decode_smem& s = *reinterpret_cast<entropy_decode_smem*>(entropy_decode_raw);
+SPARSESYNC_KERNEL void __launch_bounds__(entropy_warp_threads) apply_entropy_warp_kernel(apply_params p) {
+  __shared__ entropy_decode_smem s;
   const bucket_info& I = *p.info;
   if (I.status != 0 || static_cast<encoder_id>(I.enc) != encoder_id::entropy) return;
   if (p.commit_phase && p.state->status != 0) return;

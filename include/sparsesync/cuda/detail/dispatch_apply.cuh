@@ -52,16 +52,13 @@ inline apply_layout carve_apply(void* d_temp, const device_layout& layout, std::
   return l;
 }
 
-// The block-per-chunk entropy decoder's grid: as many blocks as fit at once (its blocks loop over the chunks in
-// equal shares, so a block that must wait for a slot would double the pass), with its dynamic shared memory.
+// The warp-per-chunk entropy decoder's grid: as many blocks as fit at once (its blocks loop over the chunks in
+// equal shares, so a block that must wait for a slot would double the pass).
 template <class P>
 int entropy_warp_blocks() {
   static const int per_sm = [] {
     int b = 0;
-    constexpr int smem = static_cast<int>(sizeof(entropy_decode_smem));
-    if (cudaFuncSetAttribute(apply_entropy_warp_kernel<P>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem) != cudaSuccess ||
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, apply_entropy_warp_kernel<P>, entropy_warp_threads, smem) != cudaSuccess || b < 1)
-      b = 1;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, apply_entropy_warp_kernel<P>, entropy_warp_threads, 0) != cudaSuccess || b < 1) b = 1;
     return b;
   }();
   return persistent_blocks(2048) * per_sm;  // (one block per SM, times per_sm)
@@ -123,7 +120,7 @@ cudaError_t dispatch_apply(void* d_temp, std::size_t& temp_bytes, const device_l
     SPARSESYNC_CUDA_LAUNCH_CHECK(stream);
     apply_entropy_kernel<P><<<decode_blocks, decode_threads, 0, stream>>>(p);
     SPARSESYNC_CUDA_LAUNCH_CHECK(stream);
-    apply_entropy_warp_kernel<P><<<entropy_warp_blocks<P>(), entropy_warp_threads, sizeof(entropy_decode_smem), stream>>>(p);
+    apply_entropy_warp_kernel<P><<<entropy_warp_blocks<P>(), entropy_warp_threads, 0, stream>>>(p);
     SPARSESYNC_CUDA_LAUNCH_CHECK(stream);
     if (phase == apply_phase::undo_by_redecode) {  // the coded deltas, stepped back; no verdict
       apply_process_kernel<process_pass::undo_ulp><<<process_blocks, process_threads, 0, stream>>>(p);
