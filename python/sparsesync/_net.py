@@ -230,9 +230,10 @@ class Publisher:
 
         On a GPU the encode is ordered after ``stream`` (default: the tensors' producer's current stream, as
         torch or cupy report it), so work queued there before the call is included; nothing synchronizes the
-        device. The tensors must not change until the call returns. Publishing the same torch tensors again (the
-        same objects, updated in place: an RL loop's parameters) reuses their DLPack imports of the last call; the
-        publisher keeps a reference to the last call's tensors until the next publish or :meth:`close`.
+        device. The tensors must not change until the call returns. Publishing torch tensors at the same memory
+        again (an RL loop's parameters updated in place, as the same objects or new ``detach()`` views) reuses the
+        last call's DLPack imports; the publisher keeps a reference to the last call's tensors until the next
+        publish or :meth:`close`.
 
         Returns ``version``, ``numel``, ``changed``, ``payload_bytes``, ``bits_per_changed``, ``target_checksum``,
         ``encode_ms``, ``snapshot_ms``, ``ms``, ``acknowledged``, ``lagging`` and ``receivers`` (one status dict

@@ -59,9 +59,10 @@ def test_cuda_tensors_go_to_the_gpu_codec_or_are_refused_clearly():
 
 @pytest.mark.skipif(not ss._core.has_tcp, reason="built without the TCP transport (Boost.Asio, OpenSSL)")
 def test_republished_parameters_reuse_their_imports_until_they_move(tmp_path):
-    """The same parameter objects published again skip their DLPack export; a parameter whose storage was
-    replaced (``.data =``) or restrided in place is imported afresh, so what is published is always what the
-    tensors hold now (the report's target checksum is the checksum of the caller's tensors at that moment)."""
+    """Parameters published again (the same objects, or new ``detach()`` views of them) skip their DLPack export; a
+    parameter whose storage was replaced (``.data =``) or restrided in place is imported afresh, so what is
+    published is always what the tensors hold now (the report's target checksum is the checksum of the caller's
+    tensors at that moment)."""
     import threading
 
     key = tmp_path / "sync.key"
@@ -108,9 +109,16 @@ def test_republished_parameters_reuse_their_imports_until_they_move(tmp_path):
             net.bias[3] -= 1
         publish(4)
         publish(5)
+        params = {k: v.detach() for k, v in net.named_parameters()}  # new objects, the same memory
+        publish(6)
+        params = {k: v.detach().clone() for k, v in net.named_parameters()}  # new memory
+        with torch.no_grad():
+            params["weight"][2] += 1
+        publish(7)
+        publish(8)
         pub.close()
         t.join(timeout=60)
     assert not failures, failures
-    assert reused == [False, True, False, False, True]
+    assert reused == [False, True, False, False, True, True, False, True]
     for k, v in params.items():
         assert torch.equal(worker[k], v.detach())
