@@ -7,8 +7,8 @@ the difference is what the binding adds (layout ordering, DLPack imports of ever
 report), in the same run on the same machine.
 
 Versions alternate between the two ways a publish takes the tensors: "fresh" imports every tensor through
-DLPack (what a publish of new tensor objects costs), "reused" takes the previous publish's imports (the same
-parameter objects published again, the RL loop's case). `--transport nccl` sends the frames GPU to GPU.
+DLPack (what a publish of tensors at new memory costs), "reused" takes the previous publish's imports (the same
+parameters published again, the RL loop's case). `--transport nccl` sends the frames GPU to GPU.
 
     python bench/python/overhead_bench.py [--versions 11] [--layers 28] [--transport tcp|nccl] [--json OUT.json]
 Needs torch with CUDA and a build of sparsesync with GPU endpoints.
@@ -85,7 +85,7 @@ def main():
                 step(trainer, a.density, v)
             imports = "fresh" if v % 2 == 0 or v == 1 else "reused"
             if imports == "fresh":
-                pub._reuse.forget()  # as if these were new tensor objects
+                pub._reuse.forget()  # as if these tensors were at new memory
             torch.cuda.synchronize("cuda:0")
             start = time.perf_counter()
             r = pub.publish(v, trainer)

@@ -241,11 +241,12 @@ class Publisher:
         """
         objects = self.layout._in_order(tensors)
         handle = _stream_handle(stream, objects) if self._native.device >= 0 else 0
-        if self._reuse.same_as_last(objects):
+        marks = self._reuse.marks_of(objects)
+        if self._reuse.matches(marks):
             return self._native.publish(version, None, handle)
         self._reuse.forget()  # the native side drops the last imports once it has imported these
         report = self._native.publish(version, [_exported(t) for t in objects], handle)
-        self._reuse.remember(objects)
+        self._reuse.remember(objects, marks)
         return report
 
     def receivers(self) -> list[dict[str, Any]]:

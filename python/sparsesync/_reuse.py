@@ -32,7 +32,8 @@ class ImportReuse:
         self._marks: Optional[list[tuple[Any, ...]]] = None
 
     @staticmethod
-    def _marks_of(objects: Sequence[Any]) -> Optional[list[tuple[Any, ...]]]:
+    def marks_of(objects: Sequence[Any]) -> Optional[list[tuple[Any, ...]]]:
+        """Per tensor, what its import depends on; None unless every one is a torch tensor."""
         tensor = _torch_tensor_type()
         if tensor is None:
             return None
@@ -44,14 +45,15 @@ class ImportReuse:
             marks.append((t.data_ptr(), t.dtype, t.shape, t.stride()))
         return marks
 
-    def same_as_last(self, objects: Sequence[Any]) -> bool:
-        """True when ``objects`` (the caller's tensors in layout order) may be published through the arrays the
-        last publish imported."""
-        return self._marks is not None and len(objects) == len(self._marks) and self._marks_of(objects) == self._marks
+    def matches(self, marks: Optional[list[tuple[Any, ...]]]) -> bool:
+        """True when tensors with these marks may be published through the arrays the last publish imported."""
+        return marks is not None and marks == self._marks
 
-    def remember(self, objects: Sequence[Any]) -> None:
-        """Records ``objects`` as the tensors of the publish that just imported them."""
-        marks = self._marks_of(objects)
+    def same_as_last(self, objects: Sequence[Any]) -> bool:
+        return self.matches(self.marks_of(objects))
+
+    def remember(self, objects: Sequence[Any], marks: Optional[list[tuple[Any, ...]]]) -> None:
+        """Records ``objects`` (with their ``marks``) as the tensors of the publish that just imported them."""
         self._objects = list(objects) if marks is not None else None
         self._marks = marks
 
