@@ -1,9 +1,12 @@
 #include <doctest/doctest.h>
 #include <sparsesync/core/hash.hpp>
+#include <sparsesync/core/hash_x86.hpp>
 #include <sparsesync/core/layout.hpp>
 #include <sparsesync/core/little_endian.hpp>
 
 #include <random>
+#include <string>
+#include <vector>
 
 using namespace sparsesync;
 
@@ -35,6 +38,35 @@ TEST_CASE("content checksum is additive and updates from changed elements alone"
   CHECK(content_checksum(a.data(), 400, 5000) + content_checksum(a.data() + 400, 600, 5400) == ha);
   // The index matters: the same bits at other positions hash differently.
   CHECK(content_checksum(a.data(), a.size(), 0) != ha);
+}
+
+TEST_CASE("the fast content checksum equals the specification's, for every word size, length and start") {
+  // On a CPU with AVX-512 the fast path hashes eight elements at a time; elsewhere both are the scalar loop.
+#if SPARSESYNC_HASH_AVX512
+  const std::string avx512 = detail::cpu_has_avx512_hash() ? "yes" : "no";
+  MESSAGE("AVX-512 element hash on this CPU: " << avx512);
+#endif
+  std::mt19937_64 rng(11);
+  std::vector<std::uint8_t> w1(300);
+  std::vector<std::uint16_t> w2(300);
+  std::vector<std::uint32_t> w4(300);
+  for (std::size_t i = 0; i < 300; ++i) {
+    w1[i] = static_cast<std::uint8_t>(rng());
+    w2[i] = static_cast<std::uint16_t>(rng());
+    w4[i] = static_cast<std::uint32_t>(rng());
+  }
+  w4[5] = 0xFFFFFFFFu;  // the largest bits a lane can hold
+  w4[6] = 0;
+  const std::uint64_t starts[] = {0, 1, 7, 4095, (1ull << 32) - 3, (1ull << 40) + 5, ~0ull - 400};
+  for (const std::uint64_t first : starts) {
+    for (std::size_t n : {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{8}, std::size_t{9}, std::size_t{64}, std::size_t{299}}) {
+      for (std::size_t offset : {std::size_t{0}, std::size_t{1}}) {  // unaligned starts too
+        CHECK(detail::content_checksum_fast(w1.data() + offset, n, first) == content_checksum(w1.data() + offset, n, first));
+        CHECK(detail::content_checksum_fast(w2.data() + offset, n, first) == content_checksum(w2.data() + offset, n, first));
+        CHECK(detail::content_checksum_fast(w4.data() + offset, n, first) == content_checksum(w4.data() + offset, n, first));
+      }
+    }
+  }
 }
 
 TEST_CASE("layout hash covers names, dtypes, shapes and order; serialization round-trips") {

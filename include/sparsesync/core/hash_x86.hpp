@@ -1,5 +1,6 @@
-// element_hash (hash.hpp) eight elements at a time with AVX-512, for the loops that hash every element of a
-// full transfer: the same values, bit for bit, as the scalar function (tests/core/hash_test.cpp). x86-64
+// element_hash (hash.hpp) eight elements at a time with AVX-512, for the loops that hash every element (a full
+// transfer, a model's or a base's content checksum): the same values, bit for bit, as the scalar function
+// (tests/core/hash_test.cpp). x86-64
 // builds by GCC or Clang only (not nvcc, whose front end does not take these intrinsics); used where the CPU
 // has AVX-512 F, DQ and BW, checked once at run time, so the binary still runs anywhere.
 //
@@ -108,8 +109,51 @@ SPARSESYNC_AVX512_TARGET std::uint64_t dense_checksums_avx512(const W* bits, std
   target += lane_sum(tsum);
   return whole;
 }
+
+// Adds sum over i < n of element_hash(first + i, bits[i]) to `target` for the first n - n % 8 elements; returns
+// how many it hashed. The base checksum of every patch and the verification of a receiver's base read the whole
+// model through this: it sets the CPU speed of every encoder end to end.
+template <class W>
+SPARSESYNC_AVX512_TARGET std::uint64_t content_checksum_avx512(const W* bits, std::uint64_t n, std::uint64_t first, std::uint64_t& target) {
+  static_assert(sizeof(W) <= 4, "an element's bits must fit in 32 bits (the high half of `hi` is then constant)");
+  constexpr std::uint64_t bitflip1 = xxh3_secret_24 ^ xxh3_secret_32;
+  constexpr std::uint64_t bitflip2 = xxh3_secret_40 ^ xxh3_secret_48;
+  const __m512i flip1 = _mm512_set1_epi64(static_cast<long long>(bitflip1));
+  const __m512i flip2 = _mm512_set1_epi64(static_cast<long long>(bitflip2));
+  const __m512i flip2_hi = _mm512_set1_epi64(static_cast<long long>(bitflip2 >> 32));
+  const __m512i sixteen = _mm512_set1_epi64(16);
+  const __m512i bswap = _mm512_broadcast_i32x4(_mm_setr_epi8(7, 6, 5, 4, 3, 2, 1, 0, 15, 14, 13, 12, 11, 10, 9, 8));
+  const __m512i step = _mm512_set1_epi64(8);
+  __m512i index = _mm512_add_epi64(_mm512_set1_epi64(static_cast<long long>(first)), _mm512_setr_epi64(0, 1, 2, 3, 4, 5, 6, 7));
+  __m512i tsum = _mm512_setzero_si512();
+  const std::uint64_t whole = n - n % 8;
+  for (std::uint64_t i = 0; i < whole; i += 8) {
+    const __m512i lo = _mm512_xor_si512(index, flip1);
+    const __m512i lo_hi = _mm512_srli_epi64(lo, 32);
+    const __m512i p01 = _mm512_mul_epu32(lo, flip2_hi);
+    const __m512i p11 = _mm512_mul_epu32(lo_hi, flip2_hi);
+    const __m512i hi = _mm512_xor_si512(load8_widened(bits + i), flip2);
+    const __m512i tf = fold_product(lo, lo_hi, hi, p01, p11);
+    const __m512i swapped = _mm512_shuffle_epi8(lo, bswap);
+    tsum = _mm512_add_epi64(tsum, xxh3_avalanche(_mm512_add_epi64(_mm512_add_epi64(swapped, _mm512_add_epi64(hi, sixteen)), tf)));
+    index = _mm512_add_epi64(index, step);
+  }
+  target += lane_sum(tsum);
+  return whole;
+}
 #undef SPARSESYNC_AVX512_TARGET
 #endif
+
+// content_checksum (hash.hpp, the specification), eight elements at a time where the CPU has AVX-512: the same
+// value, bit for bit.
+template <class W>
+std::uint64_t content_checksum_fast(const W* bits, std::uint64_t count, std::uint64_t first) {
+  std::uint64_t done = 0, sum = 0;
+#if SPARSESYNC_HASH_AVX512
+  if (count >= 8 && cpu_has_avx512_hash()) done = content_checksum_avx512<W>(bits, count, first, sum);
+#endif
+  return sum + content_checksum(bits + done, count - done, first + done);
+}
 
 // Adds the content checksums of `count` elements at flat index `first` to `zero` (of the all-zero model) and
 // `target` (of `bits`): sum of element_hash(first + i, 0) and of element_hash(first + i, bits[i]).

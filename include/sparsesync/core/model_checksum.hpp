@@ -2,6 +2,7 @@
 #pragma once
 
 #include <sparsesync/core/hash.hpp>
+#include <sparsesync/core/hash_x86.hpp>
 #include <sparsesync/core/layout.hpp>
 
 SPARSESYNC_NS_BEGIN
@@ -14,9 +15,9 @@ inline std::uint64_t model_checksum(const model_layout& layout, std::span<const 
     const auto& v = views[t];
     const std::uint64_t first = layout.first_element(t);
     switch (size_of(v.dtype)) {
-      case 1: sum += content_checksum(static_cast<const std::uint8_t*>(v.data), v.numel, first); break;
-      case 2: sum += content_checksum(static_cast<const std::uint16_t*>(v.data), v.numel, first); break;
-      default: sum += content_checksum(static_cast<const std::uint32_t*>(v.data), v.numel, first); break;
+      case 1: sum += detail::content_checksum_fast(static_cast<const std::uint8_t*>(v.data), v.numel, first); break;
+      case 2: sum += detail::content_checksum_fast(static_cast<const std::uint16_t*>(v.data), v.numel, first); break;
+      default: sum += detail::content_checksum_fast(static_cast<const std::uint32_t*>(v.data), v.numel, first); break;
     }
   }
   return sum;

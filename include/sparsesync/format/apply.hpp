@@ -169,7 +169,7 @@ class staged_patch {
     if (!opt_.known_base_checksum) {
       detail::for_each_run(layout_, b.segments, starts, 0, h.numel, [&](const detail::bucket_run& r) {
         if (const W* p = base_ptr<W>(r)) {
-          actual_base += content_checksum(p, r.count, r.flat_index);
+          actual_base += detail::content_checksum_fast(p, r.count, r.flat_index);
         } else {
           for (std::uint64_t i = 0; i < r.count; ++i) actual_base += element_hash(r.flat_index + i, 0);
         }

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <sparsesync/codec/registry.hpp>
+#include <sparsesync/core/hash_x86.hpp>
 #include <sparsesync/format/diff_scan.hpp>
 #include <sparsesync/format/model_access.hpp>
 #include <sparsesync/format/wire.hpp>
@@ -61,7 +62,7 @@ bucket_changes<W> collect_changes(const model_layout& layout, const bucket_plan&
       const auto rel = static_cast<std::uint32_t>(r.bucket_first - first);
       W* adv = advance.empty() ? nullptr : word_ptr<W>(advance[r.tensor]) + r.tensor_offset;
       if (!known_base) {
-        if (b) base_sum += content_checksum(b, r.count, r.flat_index);
+        if (b) base_sum += content_checksum_fast(b, r.count, r.flat_index);
         else for (std::uint64_t i = 0; i < r.count; ++i) base_sum += element_hash(r.flat_index + i, W{0});
       }
       // Find first, then code: the scan stays free of data-dependent branches and this loop of them.
