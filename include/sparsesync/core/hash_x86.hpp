@@ -71,38 +71,63 @@ SPARSESYNC_AVX512_TARGET inline __m512i load8_widened(const W* bits) {
   else return _mm512_cvtepu32_epi64(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(bits)));
 }
 
+// element_hash at eight consecutive indices. The index-dependent half (`lanes`) is shared by the hashes of
+// several bit patterns at the same indices (the zero model's and the target's in a full transfer).
+struct element_hash8 {
+  // The parts of element_hash that depend on the index only: XXH3's `lo` word, its high half, its byte swap, and
+  // the partial products of lo with the high half of `hi` (the same for every element: bits fit in 32 bits).
+  struct lanes {
+    __m512i lo, lo_hi, swapped, p01, p11;
+  };
+
+  SPARSESYNC_AVX512_TARGET element_hash8()
+      : flip1(_mm512_set1_epi64(static_cast<long long>(bitflip1))),
+        flip2(_mm512_set1_epi64(static_cast<long long>(bitflip2))),
+        flip2_hi(_mm512_set1_epi64(static_cast<long long>(bitflip2 >> 32))),
+        sixteen(_mm512_set1_epi64(16)),
+        // Reverses the bytes of each 64-bit lane (vpshufb works within 128-bit lanes).
+        bswap(_mm512_broadcast_i32x4(_mm_setr_epi8(7, 6, 5, 4, 3, 2, 1, 0, 15, 14, 13, 12, 11, 10, 9, 8))) {}
+
+  SPARSESYNC_AVX512_TARGET lanes at(__m512i index) const {
+    lanes x;
+    x.lo = _mm512_xor_si512(index, flip1);
+    x.lo_hi = _mm512_srli_epi64(x.lo, 32);
+    x.swapped = _mm512_shuffle_epi8(x.lo, bswap);
+    x.p01 = _mm512_mul_epu32(x.lo, flip2_hi);
+    x.p11 = _mm512_mul_epu32(x.lo_hi, flip2_hi);
+    return x;
+  }
+  // element_hash(index, bits) per lane, for the eight bit patterns `bits` (zero-extended) at x's indices.
+  SPARSESYNC_AVX512_TARGET __m512i of(const lanes& x, __m512i bits) const {
+    const __m512i hi = _mm512_xor_si512(bits, flip2);
+    const __m512i fold = fold_product(x.lo, x.lo_hi, hi, x.p01, x.p11);
+    return xxh3_avalanche(_mm512_add_epi64(_mm512_add_epi64(x.swapped, _mm512_add_epi64(hi, sixteen)), fold));
+  }
+  // The indices first .. first + 7, and the step to the next eight.
+  SPARSESYNC_AVX512_TARGET static __m512i first_indices(std::uint64_t first) {
+    return _mm512_add_epi64(_mm512_set1_epi64(static_cast<long long>(first)), _mm512_setr_epi64(0, 1, 2, 3, 4, 5, 6, 7));
+  }
+
+  static constexpr std::uint64_t bitflip1 = xxh3_secret_24 ^ xxh3_secret_32;
+  static constexpr std::uint64_t bitflip2 = xxh3_secret_40 ^ xxh3_secret_48;
+  __m512i flip1, flip2, flip2_hi, sixteen, bswap;
+};
+
 // Adds sum over i < n of element_hash(first + i, 0) to `zero` and of element_hash(first + i, bits[i]) to
 // `target`, for the first n - n % 8 elements; returns how many it hashed.
 template <class W>
 SPARSESYNC_AVX512_TARGET std::uint64_t dense_checksums_avx512(const W* bits, std::uint64_t n, std::uint64_t first, std::uint64_t& zero,
                                                               std::uint64_t& target) {
   static_assert(sizeof(W) <= 4, "an element's bits must fit in 32 bits (the high half of `hi` is then constant)");
-  constexpr std::uint64_t bitflip1 = xxh3_secret_24 ^ xxh3_secret_32;
-  constexpr std::uint64_t bitflip2 = xxh3_secret_40 ^ xxh3_secret_48;
-  const __m512i flip1 = _mm512_set1_epi64(static_cast<long long>(bitflip1));
-  const __m512i flip2 = _mm512_set1_epi64(static_cast<long long>(bitflip2));
-  const __m512i flip2_hi = _mm512_set1_epi64(static_cast<long long>(bitflip2 >> 32));
-  const __m512i zero_add = _mm512_set1_epi64(static_cast<long long>(16 + bitflip2));  // 16 + hi for bits 0
-  const __m512i sixteen = _mm512_set1_epi64(16);
-  // Reverses the bytes of each 64-bit lane (vpshufb works within 128-bit lanes).
-  const __m512i bswap = _mm512_broadcast_i32x4(_mm_setr_epi8(7, 6, 5, 4, 3, 2, 1, 0, 15, 14, 13, 12, 11, 10, 9, 8));
+  const element_hash8 h;
   const __m512i step = _mm512_set1_epi64(8);
-  __m512i index = _mm512_add_epi64(_mm512_set1_epi64(static_cast<long long>(first)), _mm512_setr_epi64(0, 1, 2, 3, 4, 5, 6, 7));
+  __m512i index = element_hash8::first_indices(first);
   __m512i zsum = _mm512_setzero_si512(), tsum = _mm512_setzero_si512();
   const std::uint64_t whole = n - n % 8;
   for (std::uint64_t i = 0; i < whole; i += 8) {
-    const __m512i lo = _mm512_xor_si512(index, flip1);
-    const __m512i lo_hi = _mm512_srli_epi64(lo, 32);
-    const __m512i swapped = _mm512_shuffle_epi8(lo, bswap);
-    const __m512i p01 = _mm512_mul_epu32(lo, flip2_hi);
-    const __m512i p11 = _mm512_mul_epu32(lo_hi, flip2_hi);
-    // The zero model: hi = bitflip2.
-    const __m512i zf = fold_product(lo, lo_hi, flip2, p01, p11);
-    zsum = _mm512_add_epi64(zsum, xxh3_avalanche(_mm512_add_epi64(_mm512_add_epi64(swapped, zero_add), zf)));
-    // The target: hi = bits ^ bitflip2, whose high 32 bits are bitflip2's.
-    const __m512i hi = _mm512_xor_si512(load8_widened(bits + i), flip2);
-    const __m512i tf = fold_product(lo, lo_hi, hi, p01, p11);
-    tsum = _mm512_add_epi64(tsum, xxh3_avalanche(_mm512_add_epi64(_mm512_add_epi64(swapped, _mm512_add_epi64(hi, sixteen)), tf)));
+    const auto x = h.at(index);
+    zsum = _mm512_add_epi64(zsum, h.of(x, _mm512_setzero_si512()));
+    tsum = _mm512_add_epi64(tsum, h.of(x, load8_widened(bits + i)));
     index = _mm512_add_epi64(index, step);
   }
   zero += lane_sum(zsum);
@@ -116,26 +141,13 @@ SPARSESYNC_AVX512_TARGET std::uint64_t dense_checksums_avx512(const W* bits, std
 template <class W>
 SPARSESYNC_AVX512_TARGET std::uint64_t content_checksum_avx512(const W* bits, std::uint64_t n, std::uint64_t first, std::uint64_t& target) {
   static_assert(sizeof(W) <= 4, "an element's bits must fit in 32 bits (the high half of `hi` is then constant)");
-  constexpr std::uint64_t bitflip1 = xxh3_secret_24 ^ xxh3_secret_32;
-  constexpr std::uint64_t bitflip2 = xxh3_secret_40 ^ xxh3_secret_48;
-  const __m512i flip1 = _mm512_set1_epi64(static_cast<long long>(bitflip1));
-  const __m512i flip2 = _mm512_set1_epi64(static_cast<long long>(bitflip2));
-  const __m512i flip2_hi = _mm512_set1_epi64(static_cast<long long>(bitflip2 >> 32));
-  const __m512i sixteen = _mm512_set1_epi64(16);
-  const __m512i bswap = _mm512_broadcast_i32x4(_mm_setr_epi8(7, 6, 5, 4, 3, 2, 1, 0, 15, 14, 13, 12, 11, 10, 9, 8));
+  const element_hash8 h;
   const __m512i step = _mm512_set1_epi64(8);
-  __m512i index = _mm512_add_epi64(_mm512_set1_epi64(static_cast<long long>(first)), _mm512_setr_epi64(0, 1, 2, 3, 4, 5, 6, 7));
+  __m512i index = element_hash8::first_indices(first);
   __m512i tsum = _mm512_setzero_si512();
   const std::uint64_t whole = n - n % 8;
   for (std::uint64_t i = 0; i < whole; i += 8) {
-    const __m512i lo = _mm512_xor_si512(index, flip1);
-    const __m512i lo_hi = _mm512_srli_epi64(lo, 32);
-    const __m512i p01 = _mm512_mul_epu32(lo, flip2_hi);
-    const __m512i p11 = _mm512_mul_epu32(lo_hi, flip2_hi);
-    const __m512i hi = _mm512_xor_si512(load8_widened(bits + i), flip2);
-    const __m512i tf = fold_product(lo, lo_hi, hi, p01, p11);
-    const __m512i swapped = _mm512_shuffle_epi8(lo, bswap);
-    tsum = _mm512_add_epi64(tsum, xxh3_avalanche(_mm512_add_epi64(_mm512_add_epi64(swapped, _mm512_add_epi64(hi, sixteen)), tf)));
+    tsum = _mm512_add_epi64(tsum, h.of(h.at(index), load8_widened(bits + i)));
     index = _mm512_add_epi64(index, step);
   }
   target += lane_sum(tsum);
