@@ -159,7 +159,7 @@ class receiver {
       for (;;) {
         if (!link_.receive(in)) throw error(errc::io, "the sender closed the connection inside a version");
         const auto type = type_of(in);
-        if (type != message_type::bucket_device) hand_posted_frames(st, full, info, 0);  // in order with what follows
+        if (type != message_type::bucket_device) hand_posted_frames(st, 0);  // in order with what follows
         if (type == message_type::bucket) {
           info.payload_bytes += in.size() - 1;
           if (!st) continue;  // already refused: read on to the end of the version to stay in step
@@ -264,7 +264,7 @@ class receiver {
         if (!full) {
           link_.post_receive_device(slot.data, static_cast<std::size_t>(bytes), slot.after);
           ++posted_frames_;
-          hand_posted_frames(st, full, info, frames_posted_ahead);
+          hand_posted_frames(st, frames_posted_ahead);
           return;
         }
       }
@@ -280,19 +280,18 @@ class receiver {
   }
 
   // Completes posted receives, oldest first, until at most `keep` are left, handing each frame to the sink (the
-  // frames of a refused version are received all the same: the two ends stay in step).
-  void hand_posted_frames(status& st, bool full, applied_version& info, std::size_t keep) {
+  // frames of a refused version are received all the same: the two ends stay in step). Only a patch's frames are
+  // posted ahead.
+  void hand_posted_frames(status& st, std::size_t keep) {
     if constexpr (pipelines_device_frames) {
       while (posted_frames_ > keep) {
         std::array<unsigned char, bucket_header_bytes> head{};
         link_.complete_receive_device(head);
         --posted_frames_;
-        if (!st) continue;
-        st = sink_.add_device_bucket(head);
-        if (full) info.changed = sink_.changed();
+        if (st) st = sink_.add_device_bucket(head);
       }
     } else {
-      (void)st, (void)full, (void)info, (void)keep;
+      (void)st, (void)keep;
     }
   }
 

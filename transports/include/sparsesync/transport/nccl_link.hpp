@@ -13,16 +13,18 @@
 // Never-hang argument (docs/PROTOCOL.md, "Timeouts" and "Device frames: credits"): the trainer's end enqueues
 // a frame's ncclSend only once the worker has said, on the control link, that its ncclRecv for that frame is
 // enqueued (a credit). The engine's send_device() only queues the frame: a credit reader thread per link waits
-// for the credits and enqueues the sends, so the engine announces the next frame meanwhile and the worker, which
-// has it at hand when a frame arrives, posts its next receive at once (waiting for each credit on the engine's
-// thread cost ~0.3 ms per frame: bench/results/engine-nccl/). So no send kernel ever waits on the trainer's GPU for a peer that stopped: a stalled or
-// dead worker holds no SM, no hardware queue and no device-wide synchronization of the trainer, and the other
-// links never notice it. Every device transfer is enqueued on the link's own stream; the engine's streams wait on
-// nothing of it (receive_device returns only once its frame has arrived, and the sender's frames are released
-// only once the host saw them leave). A watchdog thread per link aborts the link when a credit has not come, a
+// for the credits and enqueues the sends, so the engine announces the next frame meanwhile. The worker's end is a
+// pipelined_device_link: it posts a frame's receive (and sends its credit) as soon as the frame is announced, up to
+// max_posted_device_receives ahead (waiting for each credit on the engine's thread cost ~0.3 ms per frame, and
+// posting only after the last frame was handed on ~7 ms per 7B version: bench/results/engine-nccl/). So no send
+// kernel ever waits on the trainer's GPU for a peer that stopped: a stalled or dead worker holds no SM, no
+// hardware queue and no device-wide synchronization of the trainer, and the other links never notice it. Every
+// device transfer is enqueued on the link's own stream; the engine's streams wait on nothing of it (a frame is
+// handed on only once complete_receive_device saw it arrive, and the sender's frames are released only once the
+// host saw them leave). A watchdog thread per link aborts the link when a credit has not come, the oldest posted
 // receive has not completed, or the oldest send has made no progress, for `timeout`; a credit wait is ended by
-// aborting the control link too (the session is over). The thread in receive_device sleeps on a blocking-sync
-// event meanwhile (no polling of the driver: a spinning thread would slow every other CUDA call of the process),
+// aborting the control link too (the session is over). The thread in complete_receive_device sleeps on a
+// blocking-sync event meanwhile (no polling of the driver: a spinning thread would slow every other CUDA call of the process),
 // and the abort wakes it.
 //
 // A worker that dies after its credit, mid-transfer, can still hold its one transfer on the trainer's GPU until
@@ -391,9 +393,8 @@ class nccl_link : public detail::device_link_forwarding<nccl_link<Control>, /*Pi
           abort_locked(std::string("ncclRecv: ") + ncclGetErrorString(posted));
           detail::check_nccl(posted, "ncclRecv");
         }
-        slot = next_receive_slot;
-        next_receive_slot = (next_receive_slot + 1) % max_posted_device_receives;
-        receives.push_back({slot, dst, bytes, clock::now()});
+        slot = receives.empty() ? 0 : (receives.back().slot + 1) % max_posted_device_receives;
+        receives.push_back({slot, bytes, clock::now()});
         trace("receive of " + std::to_string(bytes) + " bytes posted" + (posted == ncclInProgress ? " (deferred)" : "") + ", " +
               std::to_string(receives.size()) + " posted");
         if (!watchdog.joinable()) watchdog = std::thread([this] { watch(); });
@@ -600,7 +601,6 @@ class nccl_link : public detail::device_link_forwarding<nccl_link<Control>, /*Pi
     };
     struct posted_receive {
       std::size_t slot = 0;
-      void* dst = nullptr;
       std::size_t bytes = 0;
       clock::time_point since{};  // the watchdog's clock for the oldest: when it was posted or became the oldest
     };
@@ -614,10 +614,9 @@ class nccl_link : public detail::device_link_forwarding<nccl_link<Control>, /*Pi
     cudaStream_t stream = nullptr;
     cudaEvent_t after_event{};
     // Posted receives: slot i has its completion event and, in `heads`, the pinned room its frame's head comes
-    // down to. Slots are taken round-robin; at most max_posted_device_receives are in use.
+    // down to. Each receive takes the slot after the newest one's; at most max_posted_device_receives are in use.
     std::array<cudaEvent_t, max_posted_device_receives> recv_done{};
     unsigned char* heads = nullptr;
-    std::size_t next_receive_slot = 0;
 
     static constexpr std::size_t max_inbox = 64;
 
