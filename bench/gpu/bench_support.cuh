@@ -80,16 +80,18 @@ struct gpu_model {
   std::vector<const_tensor_view> const_views() const { return {views.begin(), views.end()}; }
 };
 
-inline std::uint64_t count_differences(const gpu_model& a, const gpu_model& b) {
+inline std::uint64_t count_differences(const std::uint16_t* a, const std::uint16_t* b, std::uint64_t n) {
   unsigned long long* d = nullptr;
   CK(cudaMalloc(&d, 8));
   CK(cudaMemset(d, 0, 8));
-  differ_kernel<<<1024, 256>>>(a.data, b.data, a.n, d);
+  differ_kernel<<<1024, 256>>>(a, b, n, d);
   unsigned long long h = 0;
   CK(cudaMemcpy(&h, d, 8, cudaMemcpyDeviceToHost));
   cudaFree(d);
   return h;
 }
+
+inline std::uint64_t count_differences(const gpu_model& a, const gpu_model& b) { return count_differences(a.data, b.data, a.n); }
 
 inline std::FILE* g_json = nullptr;
 inline std::string g_card;
