@@ -253,11 +253,28 @@ void run_engine(const model_layout& layout, const options& o, const engine_confi
     for (int i = 0; i < nw; ++i)
       threads.emplace_back([&, i] {
         cudaSetDevice(i + 1);
-        while (auto v = rx[i]->next()) {
-          std::lock_guard g(applied_mutex);
-          applied[i].push_back(*v);
+        try {
+          while (auto v = rx[i]->next()) {
+            std::lock_guard g(applied_mutex);
+            applied[i].push_back(*v);
+          }
+        } catch (const std::exception& e) {  // the trainer's side reports its own error; this one says what the worker saw
+          std::fprintf(stderr, "engine_nccl_bench: worker %d: %s\n", i, e.what());
         }
       });
+    // On an error the trainer closes its links (the workers' threads then end) before the threads are destroyed.
+    struct closer {
+      sender_t& tx;
+      std::vector<std::thread>& threads;
+      ~closer() {
+        try {
+          tx.close();
+        } catch (...) {
+        }
+        for (auto& t : threads)
+          if (t.joinable()) t.join();
+      }
+    } close_on_exit{tx, threads};
     const auto slowest_worker = [&](int v) {
       double worst = 0;
       for (int i = 0; i < nw; ++i)
@@ -345,8 +362,6 @@ void run_engine(const model_layout& layout, const options& o, const engine_confi
                   static_cast<unsigned long long>(tm.snapshot_device), static_cast<unsigned long long>(tm.scratch_device),
                   static_cast<unsigned long long>(free0 - free1));
     emit(line);
-    tx.close();
-    for (auto& t : threads) t.join();
   }
   for (int i = 0; i < nw; ++i) {
     cudaSetDevice(i + 1);
