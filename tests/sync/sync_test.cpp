@@ -195,6 +195,41 @@ TEST_CASE("a receiver for another layout is refused at the handshake") {
   tx.close();
 }
 
+TEST_CASE("a link too small for a bucket's full transfer is refused when it is added, naming the bucket and the limit") {
+  // The bf16 bucket of small_layout (93,805 elements in one bucket) makes a full-transfer frame of ~200 KB.
+  inproc_options small;
+  small.max_frame_size = 64 << 10;
+  {
+    sync_sender tx(small_layout());
+    auto [a, b] = make_inproc_pair(small);
+    try {
+      tx.add_receiver(std::move(b));
+      FAIL("a link of 64 KiB frames was accepted for ~200 KB full-transfer frames");
+    } catch (const sparsesync::error& e) {
+      CHECK(e.code() == errc::invalid_argument);
+      CHECK(std::string(e.what()).find("bucket 0") != std::string::npos);
+      CHECK(std::string(e.what()).find("65536 (max_frame_size)") != std::string::npos);
+    }
+    CHECK(tx.receivers().empty());
+  }
+  // Buckets of 16 KiB (chunks of 4096 elements, so that the large tensors split that finely) fit the same link: it
+  // is taken, and a receiver behind it gets the first version.
+  sync::sender_options so;
+  so.encode.log2_chunk = 12;
+  sync_sender tx(small_layout(), so, fixed_bytes{16 << 10});
+  auto [a, b] = make_inproc_pair(small);
+  tx.add_receiver(std::move(b));
+  host_model trainer(small_layout()), worker(small_layout());
+  fill_random(trainer, 7);
+  auto views = worker.mutable_views();
+  sync_receiver rx(worker.layout, views, std::move(a));
+  std::thread t([&] { CHECK(rx.next().has_value()); });
+  CHECK(tx.publish(1, trainer.views()).acknowledged == 1);
+  t.join();
+  CHECK(worker == trainer);
+  tx.close();
+}
+
 TEST_CASE("a relay tree: the trainer sends one copy, two leaves behind the relay stay bit-identical") {
   using relay_t = sync::relay<auto_encoder, fixed_bytes, inproc_transport, inproc_transport>;
   const auto layout = small_layout();

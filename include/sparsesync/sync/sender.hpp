@@ -10,6 +10,7 @@
 // GPU; every other receiver of the same sender gets them through host memory.
 #pragma once
 
+#include <sparsesync/format/dense_bitmap.hpp>
 #include <sparsesync/format/patch_writer.hpp>
 #include <sparsesync/sync/full_transfer.hpp>
 #include <sparsesync/sync/host_source.hpp>
@@ -110,6 +111,14 @@ class sender {
   explicit sender(model_layout layout, sender_options opt = {}, Policy policy = {}, source_type source = {})
       : layout_(std::move(layout)), layout_hash_(layout_.hash()), opt_(opt), policy_(std::move(policy)), source_(std::move(source)) {
     source_.prepare(layout_, opt_.encode, policy_);
+    const auto plans = policy_.plan(layout_, opt_.encode.log2_chunk);
+    for (std::size_t i = 0; i < plans.size(); ++i) {
+      const std::size_t bound = 1 + sparsesync::detail::dense_frame_bound(plans[i], opt_.encode.log2_chunk);  // (+ the message's tag)
+      if (bound > largest_full_frame_) {
+        largest_full_frame_ = bound;
+        largest_full_bucket_ = i;
+      }
+    }
   }
 
   sender(const sender&) = delete;
@@ -121,6 +130,12 @@ class sender {
   // sender that receivers keep joining and leaving does not accumulate them; receivers() lists a gone
   // receiver until the next add_receiver().
   std::size_t add_receiver(Transport t) {
+    // Every receiver may need a full transfer (joining, restarted, healed), whose frames carry whole buckets: a
+    // link that cannot carry the largest would fail each of them, and the receiver would never get in step.
+    if (const std::size_t most = t.max_frame_size(); most < largest_full_frame_)
+      throw error(errc::invalid_argument, "sender: a full transfer of bucket " + std::to_string(largest_full_bucket_) + " needs frames of up to " +
+                                              std::to_string(largest_full_frame_) + " bytes, and this transport carries at most " +
+                                              std::to_string(most) + " (max_frame_size): choose smaller buckets (e.g. fixed_bytes{sync::device_bucket_bytes})");
     std::list<std::unique_ptr<session>> gone;
     std::size_t id = 0;
     {
@@ -632,6 +647,8 @@ class sender {
   std::uint64_t layout_hash_;
   sender_options opt_;
   Policy policy_;
+  std::size_t largest_full_frame_ = 0;   // the largest full-transfer message of a bucket (the policy's plans)
+  std::size_t largest_full_bucket_ = 0;
 
   std::mutex publish_mutex_;            // one publish at a time
   std::shared_mutex snapshot_mutex_;    // exclusive while publish() encodes and replaces the snapshot
