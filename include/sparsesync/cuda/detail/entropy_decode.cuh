@@ -34,7 +34,7 @@ SPARSESYNC_HD constexpr bool entropy_warp_decodes(std::uint32_t n, std::uint32_t
 struct entropy_decode_smem {
   static constexpr unsigned K = 256;  // the most classes of any width
   union {
-    std::uint16_t ctr[K * 32];     // lane-private counters, lane L's in bank L (entropy_ctr)
+    std::uint32_t ctr[K * 16];     // lane-private 16-bit counters, two a word, lane L's in bank L (entropy_ctr)
     std::uint32_t vcost[K * 16];   // then per group, value costs for 16 parameters
   };
   std::uint32_t bits[entropy_warp_max_numel / 32];
@@ -49,8 +49,22 @@ struct entropy_decode_smem {
   int err;
 };
 
-// Counter x of lane L: 16 bits in word (x / 2) * 32 + L, so that lane L only ever touches bank L.
-SPARSESYNC_DEVICE unsigned entropy_ctr(unsigned x, unsigned lane) { return (x >> 1) * 64 + lane * 2 + (x & 1); }
+// Counter x of lane L: the (x & 1) half of word (x / 2) * 32 + L, so that lane L only ever touches bank L. The
+// walks advance them with shared-memory atomics whose result they do not wait for (or, for ranks, do not feed
+// back): a plain read-modify-write would chain every element of a lane to the previous one through memory.
+SPARSESYNC_DEVICE unsigned entropy_ctr(unsigned x, unsigned lane) { return (x >> 1) * 32 + lane; }
+SPARSESYNC_DEVICE unsigned entropy_ctr_shift(unsigned x) { return (x & 1u) * 16; }
+SPARSESYNC_DEVICE std::uint32_t entropy_ctr_get(const std::uint32_t* ctr, unsigned x, unsigned lane) {
+  return (ctr[entropy_ctr(x, lane)] >> entropy_ctr_shift(x)) & 0xffffu;
+}
+SPARSESYNC_DEVICE void entropy_ctr_set(std::uint32_t* ctr, unsigned x, unsigned lane, std::uint32_t v) {
+  std::uint32_t& w = ctr[entropy_ctr(x, lane)];
+  const unsigned sh = entropy_ctr_shift(x);
+  w = (w & ~(0xffffu << sh)) | ((v & 0xffffu) << sh);
+}
+
+// The base is read D vectors of 16 bytes ahead per lane: each step's elements are independent of each other.
+inline constexpr unsigned entropy_decode_depth = 8;
 
 // Set bits among bits[lo, hi).
 SPARSESYNC_DEVICE std::uint32_t entropy_popcount_range(const std::uint32_t* bits, std::uint32_t lo, std::uint32_t hi) {
@@ -150,13 +164,19 @@ SPARSESYNC_DEVICE errc entropy_warp_decode_classes(entropy_decode_smem& s, value
   const bool ulp = mode == value_mode::ulp;
   std::uint32_t a = 0, b = 0;
   entropy_lane_range<W>(numel, lane, a, b);
-  // 1. Class histogram (and a clear bitmap).
-  for (unsigned x = 0; x < K; ++x) s.ctr[entropy_ctr(x, lane)] = 0;
+  // The data, which lane 0 reads bit by bit after the first walk, on its way to L2 meanwhile.
+  for (std::uint32_t o = lane * 128u; o < len; o += 32u * 128u) asm volatile("prefetch.L2 [%0];" ::"l"(data + o));
+  // 1. Class histogram (and a clear bitmap). A lane's count stays below 2^16 (its range is at most 2^11).
+  for (unsigned x = 0; x < K; x += 2) s.ctr[entropy_ctr(x, lane)] = 0;
   for (std::uint32_t w = lane; w < (numel + 31) / 32; w += 32) s.bits[w] = 0;
-  entropy_lane_walk<W>(fast, segs, segment_count, first, a, b,
-                       [&](std::uint32_t, W v) { ++s.ctr[entropy_ctr(entropy_params::class_of<W>(v), lane)]; });
+  __syncwarp();
+  entropy_lane_walk<W, entropy_decode_depth>(fast, segs, segment_count, first, a, b, [&](std::uint32_t, W v) {
+    const unsigned x = entropy_params::class_of<W>(v);
+    atomicAdd(&s.ctr[entropy_ctr(x, lane)], 1u << entropy_ctr_shift(x));
+  });
+  __syncwarp();
   for (unsigned x = 0; x < K; ++x) {
-    const std::uint32_t tot = entropy_warp_add(s.ctr[entropy_ctr(x, lane)]);
+    const std::uint32_t tot = entropy_warp_add(entropy_ctr_get(s.ctr, x, lane));
     if (lane == 0) s.size[x] = tot;
   }
   __syncwarp();
@@ -198,7 +218,7 @@ SPARSESYNC_DEVICE errc entropy_warp_decode_classes(entropy_decode_smem& s, value
   for (unsigned g = 0; g < G; ++g) {
     const unsigned x1 = g + 1 < G ? s.from[g + 1] : K;
     std::uint32_t cnt = 0;
-    for (unsigned x = s.from[g]; x < x1; ++x) cnt += s.ctr[entropy_ctr(x, lane)];
+    for (unsigned x = s.from[g]; x < x1; ++x) cnt += entropy_ctr_get(s.ctr, x, lane);
     std::uint32_t incl = cnt;
 #pragma unroll
     for (unsigned o = 1; o < 32; o *= 2) {
@@ -206,7 +226,7 @@ SPARSESYNC_DEVICE errc entropy_warp_decode_classes(entropy_decode_smem& s, value
       if (lane >= o) incl += u;
     }
     const std::uint32_t start = s.gbase[g] + incl - cnt;
-    s.ctr[entropy_ctr(g, lane)] = static_cast<std::uint16_t>(start);  // (2^16 only where the lane has none of g)
+    entropy_ctr_set(s.ctr, g, lane, start);  // (2^16 only where the lane has none of g)
     mine += entropy_popcount_range(s.bits, start, start + cnt);
   }
   std::uint32_t at = mine;
@@ -217,16 +237,17 @@ SPARSESYNC_DEVICE errc entropy_warp_decode_classes(entropy_decode_smem& s, value
   }
   if (__shfl_sync(full_warp, at, 31) != n) return errc::malformed;  // (never: the ranks are distinct and below the sizes)
   at -= mine;
+  __syncwarp();
   // 4. Positions: a set bit at the element's rank in its group is a change. The group rides in the top bits
-  // of the staged position until the values are read.
+  // of the staged position until the values are read. A counter reaches 2^16 only past the chunk's last
+  // element (numel <= 2^16), and its carry into the neighbouring half then lands in no group's counter.
   {
     std::uint32_t* out = spos + at;
     std::uint32_t placed = 0;
-    entropy_lane_walk<W>(fast, segs, segment_count, first, a, b, [&](std::uint32_t i, W v) {
+    entropy_lane_walk<W, entropy_decode_depth>(fast, segs, segment_count, first, a, b, [&](std::uint32_t i, W v) {
       const unsigned g = s.of_class[entropy_params::class_of<W>(v)];
-      const unsigned ix = entropy_ctr(g, lane);
-      const std::uint32_t rk = s.ctr[ix];
-      s.ctr[ix] = static_cast<std::uint16_t>(rk + 1);
+      const unsigned sh = entropy_ctr_shift(g);
+      const std::uint32_t rk = (atomicAdd(&s.ctr[entropy_ctr(g, lane)], 1u << sh) >> sh) & 0xffffu;
       if (((s.bits[rk >> 5] >> (rk & 31)) & 1u) && placed < mine) out[placed++] = (static_cast<std::uint32_t>(g) << entropy_rank_bits) | i;
     });
     if (__any_sync(full_warp, placed != mine)) return errc::malformed;  // (never: both walks read the same base)
@@ -278,7 +299,7 @@ SPARSESYNC_DEVICE errc entropy_warp_decode_classes(entropy_decode_smem& s, value
         for (unsigned t = 0; t < m; ++t) {
           const std::uint32_t g = __shfl_sync(full_warp, gl, static_cast<int>(t));
           const std::uint32_t code = __shfl_sync(full_warp, cl, static_cast<int>(t));
-          if (pricing) s.vcost[g * 16 + lane] += rice_params::code_bits<std::uint32_t>(code, k, wbits);
+          if (pricing) atomicAdd(&s.vcost[g * 16 + lane], rice_params::code_bits<std::uint32_t>(code, k, wbits));
         }
       }
       __syncwarp();
