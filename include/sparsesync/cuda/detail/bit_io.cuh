@@ -155,6 +155,19 @@ class bit_reader {
     }
   }
 
+  // A Rice code (parameter k <= 32) whose unary part is below `escape` and whose terminating zero and k low bits
+  // are buffered: decoded in one step, exactly as get_unary(escape) then get(k) would (true). Otherwise, or after
+  // a failure, nothing is consumed (false) and the caller takes that general path.
+  SPARSESYNC_DEVICE bool try_rice(unsigned k, unsigned escape, std::uint64_t& v) {
+    refill();
+    if (failed_ || acc_ == ~std::uint64_t{0}) return false;
+    const unsigned q = static_cast<unsigned>(__ffsll(static_cast<long long>(~acc_)) - 1);
+    if (q >= escape || q + 1 + k > fill_) return false;
+    v = (std::uint64_t{q} << k) | ((acc_ >> (q + 1)) & ((std::uint64_t{1} << k) - 1));
+    consume(q + 1 + k);
+    return true;
+  }
+
   [[nodiscard]] SPARSESYNC_DEVICE bool failed() const { return failed_; }
   // Every byte consumed.
   [[nodiscard]] SPARSESYNC_DEVICE bool at_end() {

@@ -5,11 +5,13 @@
 // The bitstream stays sequential (lane 0 reads the header, the gaps and the values), but everything that
 // touched the base per element is spread over the warp, as in the encoder's size pass (entropy_plan.cuh):
 //  1. each lane counts the classes of its 1/32 of the chunk (16-bit lane-private counters) -> the groups;
-//  2. lane 0 decodes the header and the gaps, marking each change's rank in a bitmap of the chunk's elements
-//     by group (group g's rank r is bit gbase[g] + r);
-//  3. a scan over lanes turns the per-lane group counts into each lane's first bit per group, and a popcount of
-//     its bit ranges into where its changes go in position order;
+//  2. per lane and group its element count, and after a scan over lanes its first bit (group g's rank r is
+//     bit gbase[g] + r of a bitmap of the chunk's elements by group);
+//  3. lane 0 decodes the header and the gaps, marking each change's rank in the bitmap; a popcount of each
+//     lane's bit ranges tells where its changes go in position order;
 //  4. each lane walks its range again, counting its groups' elements up the bitmap: a set bit is a change.
+// The walks' counters are shared-memory atomics (no chain from element to element), and the tables of steps
+// 2-4 reuse the class counters' memory, which keeps many chunks in flight per SM to hide lane 0's latency.
 // The parameter checks price all k at once with lane k holding k's cost (gaps in group order, values through
 // per-group counters in shared memory); rice's size for the same changes is a warp reduction.
 #pragma once
@@ -31,26 +33,48 @@ SPARSESYNC_HD constexpr bool entropy_warp_decodes(std::uint32_t n, std::uint32_t
   return n > 0 && len > 0 && tag == entropy_params::tag_classes && numel <= entropy_warp_max_numel;
 }
 
+// One region holds, in turn: the lane-private class counters (walk 1); then per lane and group its element count
+// (cnt_at), its first bit (start_at, the counters of walk 2) and the bitmap of changed ranks (bits_at); then per
+// group the value costs. So that this fits in the class counters' 16 KB (and 11 warps fit an SM, not 7), a chunk
+// with more than G groups is decoded by lane 0 alone (entropy_decode_chunk): weights in BF16, FP16 or FP32 have a
+// few dozen exponents with 2^-12 of a chunk's elements or more, random bit patterns up to 256.
 struct entropy_decode_smem {
   static constexpr unsigned K = 256;  // the most classes of any width
+  static constexpr unsigned G = 64;   // the most groups
+  static constexpr unsigned cnt_at = 0, start_at = G * 16, bits_at = 2 * G * 16;
   union {
-    std::uint16_t ctr[K * 32];     // lane-private counters, lane L's in bank L (entropy_ctr)
-    std::uint32_t vcost[K * 16];   // then per group, value costs for 16 parameters
+    std::uint32_t ctr[K * 16];    // lane-private 16-bit counters, two a word, lane L's in bank L (entropy_ctr)
+    std::uint32_t vcost[G * 16];  // per group, value costs for 16 parameters
   };
-  std::uint32_t bits[entropy_warp_max_numel / 32];
   std::uint32_t size[K];       // class histogram, then group sizes
-  std::uint32_t gbase[K + 1];  // first bit of each group
-  std::uint32_t first[K + 1];  // each group's first change in group order
-  std::uint32_t best[K];       // value check: the best cost so far per group
+  std::uint32_t gbase[G + 1];  // first bit of each group
+  std::uint32_t first[G + 1];  // each group's first change in group order
+  std::uint32_t best[G];       // value check: the best cost so far per group
   std::uint16_t from[K];       // each group's first class
-  std::uint8_t of_class[K], k_gap[K], k_val[K], best_k[K];
+  std::uint8_t of_class[K], k_gap[G], k_val[G], best_k[G];
   std::uint8_t kv32[32];       // value parameters of the next 32 changes (lane 0 reads them)
   unsigned count;              // groups
   int err;
 };
+static_assert(entropy_decode_smem::bits_at + entropy_warp_max_numel / 32 <= entropy_decode_smem::K * 16,
+              "sparsesync: the rank bitmap shares the class counters' region");
 
-// Counter x of lane L: 16 bits in word (x / 2) * 32 + L, so that lane L only ever touches bank L.
-SPARSESYNC_DEVICE unsigned entropy_ctr(unsigned x, unsigned lane) { return (x >> 1) * 64 + lane * 2 + (x & 1); }
+// Counter x of lane L: the (x & 1) half of word (x / 2) * 32 + L, so that lane L only ever touches bank L. The
+// walks advance them with shared-memory atomics whose result they do not wait for (or, for ranks, do not feed
+// back): a plain read-modify-write would chain every element of a lane to the previous one through memory.
+SPARSESYNC_DEVICE unsigned entropy_ctr(unsigned x, unsigned lane) { return (x >> 1) * 32 + lane; }
+SPARSESYNC_DEVICE unsigned entropy_ctr_shift(unsigned x) { return (x & 1u) * 16; }
+SPARSESYNC_DEVICE std::uint32_t entropy_ctr_get(const std::uint32_t* ctr, unsigned x, unsigned lane) {
+  return (ctr[entropy_ctr(x, lane)] >> entropy_ctr_shift(x)) & 0xffffu;
+}
+SPARSESYNC_DEVICE void entropy_ctr_set(std::uint32_t* ctr, unsigned x, unsigned lane, std::uint32_t v) {
+  std::uint32_t& w = ctr[entropy_ctr(x, lane)];
+  const unsigned sh = entropy_ctr_shift(x);
+  w = (w & ~(0xffffu << sh)) | ((v & 0xffffu) << sh);
+}
+
+// The base is read D vectors of 16 bytes ahead per lane: each step's elements are independent of each other.
+inline constexpr unsigned entropy_decode_depth = 8;
 
 // Set bits among bits[lo, hi).
 SPARSESYNC_DEVICE std::uint32_t entropy_popcount_range(const std::uint32_t* bits, std::uint32_t lo, std::uint32_t hi) {
@@ -76,16 +100,13 @@ SPARSESYNC_DEVICE void entropy_set_range(std::uint32_t* bits, std::uint32_t lo, 
   }
 }
 
-// Lane 0: the groups from the class histogram in s.size (codec/entropy.hpp entropy_groups_of), then the
-// header and the gaps (gaps into gap_out in group order, ranks into the bitmap). Returns the first error.
+// Lane 0, for the s.count <= G groups: the header and the gaps (gaps into gap_out in group order, ranks into
+// the bitmap). Returns the first error.
 template <class W>
 SPARSESYNC_DEVICE errc entropy_warp_lane0_header(entropy_decode_smem& s, value_mode mode, bit_reader& r, std::uint32_t len,
-                                                 std::uint32_t numel, std::uint32_t n, std::uint32_t* gap_out) {
+                                                 std::uint32_t n, std::uint32_t* bits, std::uint32_t* gap_out) {
   constexpr unsigned wbits = 8 * sizeof(W);
-  const unsigned count = entropy_groups_from_counts<W>(s.size, s.of_class, s.from, numel);
-  s.count = count;
-  s.gbase[0] = 0;
-  for (unsigned g = 0; g < count; ++g) s.gbase[g + 1] = s.gbase[g] + s.size[g];
+  const unsigned count = s.count;
   // Header: per group its change count, gap and value parameters (checked as entropy_decode_chunk does).
   const bool ulp = mode == value_mode::ulp;
   std::uint32_t remaining = n;
@@ -117,7 +138,7 @@ SPARSESYNC_DEVICE errc entropy_warp_lane0_header(entropy_decode_smem& s, value_m
   for (unsigned g = 0; g < count; ++g) {
     const std::uint32_t size = s.size[g], c = s.first[g + 1] - s.first[g];
     if (c == size) {
-      entropy_set_range(s.bits, s.gbase[g], s.gbase[g] + size);
+      entropy_set_range(bits, s.gbase[g], s.gbase[g] + size);
       continue;
     }
     const unsigned raw = entropy_params::gap_raw_bits(size);
@@ -129,7 +150,7 @@ SPARSESYNC_DEVICE errc entropy_warp_lane0_header(entropy_decode_smem& s, value_m
       if (next >= size) return errc::index_out_of_range;
       gap_out[i] = static_cast<std::uint32_t>(gap);
       const std::uint32_t b = s.gbase[g] + static_cast<std::uint32_t>(next);
-      s.bits[b >> 5] |= 1u << (b & 31);
+      bits[b >> 5] |= 1u << (b & 31);
       ++next;
     }
   }
@@ -150,22 +171,64 @@ SPARSESYNC_DEVICE errc entropy_warp_decode_classes(entropy_decode_smem& s, value
   const bool ulp = mode == value_mode::ulp;
   std::uint32_t a = 0, b = 0;
   entropy_lane_range<W>(numel, lane, a, b);
-  // 1. Class histogram (and a clear bitmap).
-  for (unsigned x = 0; x < K; ++x) s.ctr[entropy_ctr(x, lane)] = 0;
-  for (std::uint32_t w = lane; w < (numel + 31) / 32; w += 32) s.bits[w] = 0;
-  entropy_lane_walk<W>(fast, segs, segment_count, first, a, b,
-                       [&](std::uint32_t, W v) { ++s.ctr[entropy_ctr(entropy_params::class_of<W>(v), lane)]; });
+  // The data, which lane 0 reads bit by bit after the first walk, on its way to L2 meanwhile.
+  for (std::uint32_t o = lane * 128u; o < len; o += 32u * 128u) asm volatile("prefetch.L2 [%0];" ::"l"(data + o));
+  // 1. Class histogram. A lane's count stays below 2^16 (its range is at most 2^11).
+  for (unsigned x = 0; x < K; x += 2) s.ctr[entropy_ctr(x, lane)] = 0;
+  __syncwarp();
+  entropy_lane_walk<W, entropy_decode_depth>(fast, segs, segment_count, first, a, b, [&](std::uint32_t, W v) {
+    const unsigned x = entropy_params::class_of<W>(v);
+    atomicAdd(&s.ctr[entropy_ctr(x, lane)], 1u << entropy_ctr_shift(x));
+  });
+  __syncwarp();
   for (unsigned x = 0; x < K; ++x) {
-    const std::uint32_t tot = entropy_warp_add(s.ctr[entropy_ctr(x, lane)]);
+    const std::uint32_t tot = entropy_warp_add(entropy_ctr_get(s.ctr, x, lane));
     if (lane == 0) s.size[x] = tot;
   }
   __syncwarp();
-  // 2. Groups, header and gaps (the gaps into sval, free until the values).
+  // 2. Groups (codec/entropy.hpp entropy_groups_of); too many for the region: lane 0 decodes the chunk alone.
+  if (lane == 0) {
+    s.count = entropy_groups_from_counts<W>(s.size, s.of_class, s.from, numel);
+    s.gbase[0] = 0;
+    for (unsigned g = 0; g < s.count && g < entropy_decode_smem::G; ++g) s.gbase[g + 1] = s.gbase[g] + s.size[g];
+  }
+  __syncwarp();
+  const unsigned G = s.count;
+  if (G > entropy_decode_smem::G) {
+    if (lane == 0)
+      s.err = static_cast<int>(entropy_decode_chunk<W>(mode, data, len, numel, n, base_walker<W>(segs, segment_count, first), lo, hi, spos, sval));
+    __syncwarp();
+    return static_cast<errc>(s.err);
+  }
+  // 3. Per lane and group: its elements (the sum of the group's classes, in place: group g <= its classes), then
+  // its first bit after a scan over lanes; the class counters are all read before either is stored past cnt_at.
+  std::uint32_t* const cnt = s.ctr + entropy_decode_smem::cnt_at;
+  std::uint32_t* const start = s.ctr + entropy_decode_smem::start_at;
+  std::uint32_t* const bits = s.ctr + entropy_decode_smem::bits_at;
+  for (unsigned g = 0; g < G; ++g) {
+    const unsigned x1 = g + 1 < G ? s.from[g + 1] : K;
+    std::uint32_t c = 0;
+    for (unsigned x = s.from[g]; x < x1; ++x) c += entropy_ctr_get(s.ctr, x, lane);
+    entropy_ctr_set(cnt, g, lane, c);
+  }
+  __syncwarp();
+  for (unsigned g = 0; g < G; ++g) {
+    const std::uint32_t c = entropy_ctr_get(cnt, g, lane);
+    std::uint32_t incl = c;
+#pragma unroll
+    for (unsigned o = 1; o < 32; o *= 2) {
+      const std::uint32_t u = __shfl_up_sync(full_warp, incl, o);
+      if (lane >= o) incl += u;
+    }
+    entropy_ctr_set(start, g, lane, s.gbase[g] + incl - c);  // (2^16 only where the lane has none of g)
+  }
+  for (std::uint32_t w = lane; w < (numel + 31) / 32; w += 32) bits[w] = 0;
+  __syncwarp();
+  // 4. Header and gaps (the gaps into sval, free until the values).
   bit_reader r(data + 1, data + len, lo, hi);
-  if (lane == 0) s.err = static_cast<int>(entropy_warp_lane0_header<W>(s, mode, r, len, numel, n, sval));
+  if (lane == 0) s.err = static_cast<int>(entropy_warp_lane0_header<W>(s, mode, r, len, n, bits, sval));
   __syncwarp();
   if (s.err != 0) return static_cast<errc>(s.err);
-  const unsigned G = s.count;
   // Gap parameters: lane k prices k over each group's gaps, read 32 at a time (one load for the warp, then
   // broadcast): the gaps of wholly changed groups were never written and are skipped.
   bool fitted = true;
@@ -192,22 +255,13 @@ SPARSESYNC_DEVICE errc entropy_warp_decode_classes(entropy_decode_smem& s, value
     }
     while (g < G) close();
   }
-  // 3. Per lane and group: its elements (the sum of the group's classes, in place: group g <= its classes),
-  // its first bit after a scan over lanes, and its changes (set bits in its range).
+  // 5. Per lane: its changes (set bits in its ranges; a start is exact where the lane has elements of g).
   std::uint32_t mine = 0;
   for (unsigned g = 0; g < G; ++g) {
-    const unsigned x1 = g + 1 < G ? s.from[g + 1] : K;
-    std::uint32_t cnt = 0;
-    for (unsigned x = s.from[g]; x < x1; ++x) cnt += s.ctr[entropy_ctr(x, lane)];
-    std::uint32_t incl = cnt;
-#pragma unroll
-    for (unsigned o = 1; o < 32; o *= 2) {
-      const std::uint32_t u = __shfl_up_sync(full_warp, incl, o);
-      if (lane >= o) incl += u;
-    }
-    const std::uint32_t start = s.gbase[g] + incl - cnt;
-    s.ctr[entropy_ctr(g, lane)] = static_cast<std::uint16_t>(start);  // (2^16 only where the lane has none of g)
-    mine += entropy_popcount_range(s.bits, start, start + cnt);
+    const std::uint32_t c = entropy_ctr_get(cnt, g, lane);
+    if (c == 0) continue;
+    const std::uint32_t b0 = entropy_ctr_get(start, g, lane);
+    mine += entropy_popcount_range(bits, b0, b0 + c);
   }
   std::uint32_t at = mine;
 #pragma unroll
@@ -217,22 +271,22 @@ SPARSESYNC_DEVICE errc entropy_warp_decode_classes(entropy_decode_smem& s, value
   }
   if (__shfl_sync(full_warp, at, 31) != n) return errc::malformed;  // (never: the ranks are distinct and below the sizes)
   at -= mine;
-  // 4. Positions: a set bit at the element's rank in its group is a change. The group rides in the top bits
-  // of the staged position until the values are read.
+  // 6. Positions: a set bit at the element's rank in its group is a change. The group rides in the top bits
+  // of the staged position until the values are read. A counter reaches 2^16 only past the chunk's last
+  // element (numel <= 2^16), and its carry into the neighbouring half then lands in no group's counter.
   {
     std::uint32_t* out = spos + at;
     std::uint32_t placed = 0;
-    entropy_lane_walk<W>(fast, segs, segment_count, first, a, b, [&](std::uint32_t i, W v) {
+    entropy_lane_walk<W, entropy_decode_depth>(fast, segs, segment_count, first, a, b, [&](std::uint32_t i, W v) {
       const unsigned g = s.of_class[entropy_params::class_of<W>(v)];
-      const unsigned ix = entropy_ctr(g, lane);
-      const std::uint32_t rk = s.ctr[ix];
-      s.ctr[ix] = static_cast<std::uint16_t>(rk + 1);
-      if (((s.bits[rk >> 5] >> (rk & 31)) & 1u) && placed < mine) out[placed++] = (static_cast<std::uint32_t>(g) << entropy_rank_bits) | i;
+      const unsigned sh = entropy_ctr_shift(g);
+      const std::uint32_t rk = (atomicAdd(&start[entropy_ctr(g, lane)], 1u << sh) >> sh) & 0xffffu;
+      if (((bits[rk >> 5] >> (rk & 31)) & 1u) && placed < mine) out[placed++] = (static_cast<std::uint32_t>(g) << entropy_rank_bits) | i;
     });
     if (__any_sync(full_warp, placed != mine)) return errc::malformed;  // (never: both walks read the same base)
   }
   __syncwarp();
-  // 5. Values, in position order (lane 0), their groups' parameters fetched by the warp 32 at a time.
+  // 7. Values, in position order (lane 0), their groups' parameters fetched by the warp 32 at a time.
   {
     errc e = errc::ok;
     if (ulp) {
@@ -278,7 +332,7 @@ SPARSESYNC_DEVICE errc entropy_warp_decode_classes(entropy_decode_smem& s, value
         for (unsigned t = 0; t < m; ++t) {
           const std::uint32_t g = __shfl_sync(full_warp, gl, static_cast<int>(t));
           const std::uint32_t code = __shfl_sync(full_warp, cl, static_cast<int>(t));
-          if (pricing) s.vcost[g * 16 + lane] += rice_params::code_bits<std::uint32_t>(code, k, wbits);
+          if (pricing) atomicAdd(&s.vcost[g * 16 + lane], rice_params::code_bits<std::uint32_t>(code, k, wbits));
         }
       }
       __syncwarp();

@@ -34,33 +34,33 @@ SPARSESYNC_DEVICE const W* entropy_fast_base(const resolved_segment* segs, std::
   return nullptr;
 }
 
-// Calls f(i, bits) for the chunk's base elements i in [lo, hi) in order (one lane's range).
-template <class W, class F>
+// Calls f(i, bits) for the chunk's base elements i in [lo, hi) in order (one lane's range). D vectors a step,
+// the next step's loaded before this one's are counted: the walk is bound by memory latency, with few warps per
+// SM (the decoder, whose f has no dependency chain from element to element, keeps more loads in flight).
+template <class W, unsigned D = 4, class F>
 SPARSESYNC_DEVICE void entropy_lane_walk(const W* fast, const resolved_segment* segs, std::uint32_t segment_count, std::uint64_t first,
                                          std::uint32_t lo, std::uint32_t hi, F&& f) {
   constexpr unsigned V = 16 / sizeof(W);
   if (fast != nullptr) {
     std::uint32_t i = lo;
-    // Four vectors a step, the next step's loaded before this one's are counted: the walk is bound by memory
-    // latency, with few warps per SM.
-    uint4 v[4], w[4];
-    if (i + 4 * V <= hi) {
+    uint4 v[D], w[D];
+    if (i + D * V <= hi) {
 #pragma unroll
-      for (unsigned u = 0; u < 4; ++u) v[u] = *reinterpret_cast<const uint4*>(fast + i + u * V);
+      for (unsigned u = 0; u < D; ++u) v[u] = *reinterpret_cast<const uint4*>(fast + i + u * V);
     }
-    for (; i + 4 * V <= hi; i += 4 * V) {
-      const bool more = i + 8 * V <= hi;
+    for (; i + D * V <= hi; i += D * V) {
+      const bool more = i + 2 * D * V <= hi;
       if (more) {
 #pragma unroll
-        for (unsigned u = 0; u < 4; ++u) w[u] = *reinterpret_cast<const uint4*>(fast + i + (4 + u) * V);
+        for (unsigned u = 0; u < D; ++u) w[u] = *reinterpret_cast<const uint4*>(fast + i + (D + u) * V);
       }
 #pragma unroll
-      for (unsigned u = 0; u < 4; ++u)
+      for (unsigned u = 0; u < D; ++u)
 #pragma unroll
         for (unsigned k = 0; k < V; ++k) f(i + u * V + k, vec_get<W>(v[u], static_cast<int>(k)));
       if (more) {
 #pragma unroll
-        for (unsigned u = 0; u < 4; ++u) v[u] = w[u];
+        for (unsigned u = 0; u < D; ++u) v[u] = w[u];
       }
     }
     for (; i < hi; ++i) f(i, fast[i]);
