@@ -9,8 +9,9 @@
 //
 //   engine_nccl_bench [--layers N (28)] [--density D (0.01)] [--versions V (5)] [--workers W (all other GPUs)]
 //                     [--commit atomic|streamed|both] [--bucket-mb M (512: sync::device_bucket_bytes)] [--encode-lanes E (4)] [--verify-lanes L (4)]
-//                     [--configs MB:E:L[:F],... (runs each configuration in turn, same process, same GPUs; F: fused
-//                      snapshot advance, 1 (default) or 0, the separate pass)] [--json FILE]
+//                     [--configs MB:E:L[:F],... (runs each configuration in turn, same process, same GPUs; F: the
+//                      snapshot advance, 1 (default) fused into detect, 2 a pass deferred past the last bucket, 0 a
+//                      pass after each bucket)] [--json FILE] [--trace FILE (a CUPTI timeline, kernel_trace.hpp)]
 //                     [--encoders rice,varint,raw,bitmap,entropy (rice; each configuration runs with each, in turn)]
 // The rows name the configuration; per-bucket cost = version time / buckets. Worker 0's host time is split into
 // waiting for control messages (between versions too), device receives, sink calls that enqueue the verify
@@ -22,6 +23,16 @@
 #include <sparsesync/transport/nccl_link.hpp>
 
 #include "bench_support.cuh"
+#if SPARSESYNC_BENCH_CUPTI
+#include "kernel_trace.hpp"
+#else
+namespace bench_gpu {
+struct kernel_trace {  // built without CUPTI: --trace is refused
+  explicit kernel_trace(const std::string&) { throw std::runtime_error("--trace: this build has no CUPTI (CUDA::cupti)"); }
+  void mark(const std::string&) {}
+};
+}  // namespace bench_gpu
+#endif
 
 #include <cstdio>
 #include <cstdlib>
@@ -129,6 +140,7 @@ struct options {
   std::string commit = "both";
   std::uint64_t bucket_mb = sync::device_bucket_bytes >> 20;
   unsigned encode_lanes = 4, verify_lanes = 4;
+  std::string trace;  // --trace FILE: a CUPTI timeline of every GPU (kernel_trace.hpp), versions marked
   std::string json;
   std::vector<std::string> encoders{"rice"};
 };
@@ -137,7 +149,7 @@ struct options {
 struct engine_config {
   std::uint64_t bucket_mb;
   unsigned encode_lanes, verify_lanes;
-  unsigned fused_advance = 1;  // device_source_options::fused_advance
+  unsigned fused_advance = 1;  // the snapshot advance: 1 fused into detect, 2 a pass deferred past the last bucket, 0 a pass after each bucket
 };
 
 // The dense baseline: the model broadcast from GPU 0 into each worker GPU's weights, on one communicator.
@@ -191,6 +203,8 @@ std::uint64_t differences(const gpu_model& trainer, const gpu_model& w, int w_de
   return count_differences(trainer, scratch);
 }
 
+kernel_trace* g_trace = nullptr;  // --trace
+
 template <class Enc>
 void run_engine(const model_layout& layout, const options& o, const engine_config& c, sc::frame_commit_mode mode, gpu_model& trainer,
                 std::vector<std::unique_ptr<gpu_model>>& workers, gpu_model& scratch) {
@@ -222,7 +236,8 @@ void run_engine(const model_layout& layout, const options& o, const engine_confi
     dso.expected_density = o.density * 1.5;
     dso.frames_on_device = true;
     dso.encode_lanes = c.encode_lanes;
-    dso.fused_advance = c.fused_advance != 0;
+    dso.fused_advance = c.fused_advance == 1;
+    dso.deferred_advance = c.fused_advance == 2;
     const fixed_bytes policy{c.bucket_mb << 20};
     const std::size_t buckets = policy.plan(layout, default_log2_chunk).size();
     sender_t tx(layout, so, policy, sync::device_source<Enc>(sc::compiled_device_encoder_backend(dso)));
@@ -299,9 +314,13 @@ void run_engine(const model_layout& layout, const options& o, const engine_confi
         step_kernel<<<4096, 256, 0, stream>>>(trainer.data, trainer.n, static_cast<std::uint64_t>(v), threshold);
         CK(cudaStreamSynchronize(stream));
       }
+      const std::string tag = enc_name + " " + mode_name + " " + std::to_string(c.bucket_mb) + ":" + std::to_string(c.encode_lanes) + ":" +
+                              std::to_string(c.verify_lanes) + ":" + std::to_string(c.fused_advance) + " v" + std::to_string(v);
+      if (g_trace) g_trace->mark(tag + " publish");
       const auto t = std::chrono::steady_clock::now();
       const auto r = tx.publish(static_cast<std::uint64_t>(v), views);
       const double ms = ms_since(t);
+      if (g_trace) g_trace->mark(tag + " acknowledged");
       if (r.acknowledged != static_cast<std::size_t>(nw)) throw std::runtime_error("not every worker acknowledged version " + std::to_string(v));
       const double worker_s = slowest_worker(v);
       double control_ms = 0, device_ms = 0;  // worker 0's waits during this version
@@ -390,6 +409,7 @@ int main(int argc, char** argv) {
     else if (a == "--verify-lanes") o.verify_lanes = static_cast<unsigned>(std::stoul(next()));
     else if (a == "--configs") configs_arg = next();
     else if (a == "--json") o.json = next();
+    else if (a == "--trace") o.trace = next();
     else if (a == "--encoders") {
       o.encoders.clear();
       const std::string list = next();
@@ -401,7 +421,8 @@ int main(int argc, char** argv) {
     }
     else {
       std::fprintf(stderr, "usage: engine_nccl_bench [--layers N] [--density D] [--versions V] [--workers W] [--commit atomic|streamed|both] "
-                           "[--bucket-mb M] [--encode-lanes E] [--verify-lanes L] [--configs MB:E:L,...] [--encoders rice,varint,raw,bitmap,entropy] [--json FILE]\n");
+                           "[--bucket-mb M] [--encode-lanes E] [--verify-lanes L] [--configs MB:E:L,...] [--encoders rice,varint,raw,bitmap,entropy] [--json FILE] "
+                           "[--trace FILE]\n");
       return 2;
     }
   }
@@ -411,7 +432,8 @@ int main(int argc, char** argv) {
     engine_config c{};
     unsigned long long mb = 0;
     if (std::sscanf(configs_arg.substr(at, end - at).c_str(), "%llu:%u:%u:%u", &mb, &c.encode_lanes, &c.verify_lanes, &c.fused_advance) < 3) {
-      std::fprintf(stderr, "engine_nccl_bench: --configs takes MB:E:L[:F],... (bucket MiB, encode lanes, verify lanes, fused snapshot advance 1/0)\n");
+      std::fprintf(stderr, "engine_nccl_bench: --configs takes MB:E:L[:F],... (bucket MiB, encode lanes, verify lanes, snapshot advance F: 1 fused "
+                           "into detect, 2 a pass deferred past the last bucket, 0 a pass after each bucket)\n");
       return 2;
     }
     c.bucket_mb = mb;
@@ -429,6 +451,9 @@ int main(int argc, char** argv) {
   CK(cudaGetDeviceProperties(&prop, 0));
   g_card = prop.name;
   if (!o.json.empty()) g_json = std::fopen(o.json.c_str(), "w");
+  std::optional<kernel_trace> trace;
+  if (!o.trace.empty()) trace.emplace(o.trace);
+  g_trace = trace ? &*trace : nullptr;
   const auto layout = qwen7b_layout(o.layers);
   char line[256];
   std::snprintf(line, sizeof line, "\"row\":\"setup\",\"layers\":%llu,\"tensors\":%zu,\"numel\":%llu,\"gpus\":%d,\"workers\":%d,\"bucket_mb\":%llu",

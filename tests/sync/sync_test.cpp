@@ -230,6 +230,57 @@ TEST_CASE("a link too small for a bucket's full transfer is refused when it is a
   tx.close();
 }
 
+namespace {
+// A host source with version_source requirement 6, as a GPU source with a deferred snapshot advance has it:
+// settle() is counted, and fails once when asked to.
+std::atomic<int> settled{0};
+std::atomic<bool> fail_next_settle{false};
+template <class Sel, class Policy>
+struct settling_host_source : sync::host_source<Sel, Policy> {
+  double settle() {
+    ++settled;
+    if (fail_next_settle.exchange(false)) throw sparsesync::error(errc::io, "settle failed");
+    return 0.0;
+  }
+};
+}  // namespace
+
+TEST_CASE("a source's settle() runs before publish() returns; when it fails, the next version is a full transfer") {
+  static_assert(sync::settling_source<settling_host_source<auto_encoder, fixed_bytes>>);
+  const auto layout = small_layout();
+  host_model trainer(layout);
+  fill_random(trainer, 11);
+  sync::sender<auto_encoder, fixed_bytes, inproc_transport, settling_host_source> tx(layout, {}, fixed_bytes{16384});
+  auto [a, b] = make_inproc_pair();
+  tx.add_receiver(std::move(b));
+  worker w(layout, std::move(a));
+  std::set<std::uint64_t> valid;
+  std::mutex m;
+  w.start(&valid, &m);
+  settled = 0;
+  for (std::uint64_t v = 1; v <= 4; ++v) {
+    if (v > 1) perturb_ulp(trainer, 0.02, 300 + v);
+    {
+      std::lock_guard g(m);
+      valid.insert(checksum_of(trainer));
+    }
+    if (v == 3) fail_next_settle = true;
+    const int before = settled;
+    if (v == 3) {
+      CHECK_THROWS_AS(tx.publish(v, trainer.views()), sparsesync::error);
+    } else {
+      CHECK(tx.publish(v, trainer.views()).acknowledged == 1);
+      CHECK(w.weights == trainer);
+    }
+    CHECK(settled == before + 1);
+  }
+  // Version 1 and version 4 (after the failed settle, the snapshot held no version) came as full transfers.
+  tx.close();
+  w.join();
+  CHECK(w.fulls == 2);
+  CHECK(w.torn == 0);
+}
+
 TEST_CASE("a relay tree: the trainer sends one copy, two leaves behind the relay stay bit-identical") {
   using relay_t = sync::relay<auto_encoder, fixed_bytes, inproc_transport, inproc_transport>;
   const auto layout = small_layout();

@@ -72,6 +72,8 @@ class device_encoder_backend {
   virtual void encode_full(const frame_emitter& emit) = 0;
   virtual void invalidate() = 0;
   [[nodiscard]] virtual device_memory_report memory() const = 0;
+  // Waits for what encode_version left running on the GPU (a deferred snapshot advance); the seconds waited.
+  virtual double settle() { return 0; }
 };
 
 // The GPU half of a device_sink (cuda/sync/device_engine.cuh); its calls are version_sink's.
@@ -137,6 +139,9 @@ class device_source {
   void invalidate() {
     if (backend_) backend_->invalidate();
   }
+
+  // version_source requirement 6: the snapshot advance a backend deferred past the version's last frame.
+  double settle() { return backend_ ? backend_->settle() : 0.0; }
 
   [[nodiscard]] device_memory_report memory() const { return backend_ ? backend_->memory() : device_memory_report{}; }
 

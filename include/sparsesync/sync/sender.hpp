@@ -248,6 +248,11 @@ class sender {
     const std::size_t marked_before = marked_lagging_;
     wait_for_acks_locked(lock, start + opt_.ack_timeout);
     publishing_from_zero_ = false;  // sessions that take it from now on catch up by a full transfer
+    if constexpr (settling_source<source_type>) {
+      lock.unlock();
+      settle_source(report);
+      lock.lock();
+    }
     report.marked_lagging = marked_lagging_ - marked_before;
     for (const auto& s : sessions_) {
       if (!s->connected) continue;
@@ -628,6 +633,24 @@ class sender {
       }
       std::lock_guard lock(state_mutex_);
       s.bytes_sent += bytes;
+    }
+  }
+
+  // The source's work after its last frame (a GPU snapshot advance), waited for before publish() returns; a
+  // failure leaves the snapshot holding no version, as a failed encode does.
+  void settle_source(publish_report& report) {
+    try {
+      report.snapshot_seconds += source_.settle();
+      report.source.snapshot_seconds = report.snapshot_seconds;
+    } catch (...) {
+      std::unique_lock snap(snapshot_mutex_);
+      std::lock_guard lock(state_mutex_);
+      source_.invalidate();
+      has_version_ = false;
+      history_.clear();
+      full_.reset();
+      has_latest_ = false;
+      throw;
     }
   }
 

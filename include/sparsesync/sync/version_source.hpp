@@ -38,6 +38,11 @@ struct source_totals {
 //  4. `s.encode_full(patch_options, stream)` encodes the snapshot from the all-zero model (a full transfer for a
 //     receiver that joined late, restarted or refused a version); the snapshot is unchanged;
 //  5. `s.invalidate()` marks the snapshot as no version.
+// Optional:
+//  6. `s.settle() -> double` waits for work that encode_version left running after its last frame (a GPU source's
+//     snapshot advance, overlapped with the frames' transfer and the receivers' verify) and returns the seconds it
+//     waited; the sender calls it before publish() returns, so that a version's time includes it. When it throws,
+//     the snapshot holds no version.
 template <class S, class P>
 concept version_source = requires(S& s, const S& cs, const model_layout& layout, const encode_options& enc, const P& policy,
                                   std::span<const const_tensor_view> weights, const patch_options& po, version_stream& out) {
@@ -66,6 +71,11 @@ struct version_source_diagnostics {
   static constexpr bool value = version_source<S, P>;
 };
 }  // namespace detail
+
+template <class S>
+concept settling_source = requires(S& s) {
+  { s.settle() } -> std::convertible_to<double>;
+};
 
 // `static_assert(check_version_source<S, P>)` names the requirement S lacks.
 template <class S, class P>

@@ -5,10 +5,11 @@
 // Trainer: each bucket is encoded on the GPU against the snapshot (up to encode_lanes buckets are enqueued, on
 // as many streams, before the host waits for the oldest) and its frame copied to the host for the transport, or, with
 // frames_on_device, to a stream-ordered allocation of its own that the version keeps (for device links). Each
-// bucket's region of the snapshot is brought to the new version by the encode itself (encode_plan::fuse_advance: the
-// detect pass writes the target's sectors where a tile changed, in its one read of both copies), or, for a snapshot
-// in host memory, by a pass over the changes after the encode (encode_plan::advance_base_async): no dense copy
-// after the first version. It lives in GPU memory or, for trainers that cannot spare
+// bucket's region of the snapshot is brought to the new version by a pass over its changes (encode_plan::
+// advance_base_async) enqueued after the version's last bucket, so that it runs while the frames travel and the
+// workers verify and commit, and the sender waits for it before publish() returns (settle()); or by the encode
+// itself (fused_advance: the detect pass writes the target's sectors where a tile changed); or, with
+// deferred_advance off, by that pass right after each bucket's encode: no dense copy after the first version. It lives in GPU memory or, for trainers that cannot spare
 // 1x the model on the GPU, in pinned host memory that the kernels read over the bus (snapshot_place).
 // Worker: frames are uploaded to a device arena (or received there from a device link) and verified against the
 // worker's weights, consecutive buckets side by side on verify_lanes streams (joined in order); an atomic commit
@@ -272,7 +273,11 @@ class device_encoder_impl final : public sync::device_encoder_backend {
         if (opt_.frames_on_device) throw_on_cuda_error(cudaStreamSynchronize(heap_->stream()), "copy frames");
         phases_.encode_seconds = seconds_since(start);
         const auto advance_start = clock::now();
-        advance_snapshot();
+        if (deferring()) {
+          enqueue_deferred_advance();  // settle() waits for it
+        } else {
+          advance_snapshot();
+        }
         phases_.snapshot_seconds = seconds_since(advance_start);
       }
     } catch (...) {
@@ -293,6 +298,20 @@ class device_encoder_impl final : public sync::device_encoder_backend {
   void invalidate() override {
     has_version_ = false;
     bucket_targets_.assign(plans_.size(), 0);
+  }
+
+  double settle() override {
+    if (!advancing_) return 0;
+    device_scope on(device_);
+    const auto t0 = clock::now();
+    advancing_ = false;
+    try {
+      advance_snapshot();
+    } catch (...) {
+      invalidate();
+      throw;
+    }
+    return seconds_since(t0);
   }
 
   [[nodiscard]] sync::device_memory_report memory() const override {
@@ -378,9 +397,9 @@ class device_encoder_impl final : public sync::device_encoder_backend {
       const auto r = encoders_[i]->wait();
       phases_.gpu_wait_seconds += seconds_since(waited);
       // The changes this encode found go into the snapshot on the bucket's own stream, beside the next
-      // bucket's encode (which reads only its own region of the snapshot).
+      // bucket's encode (which reads only its own region of the snapshot), unless deferred past the last bucket.
       const auto t0 = clock::now();
-      encoders_[i]->advance_base_async();
+      if (!deferring()) encoders_[i]->advance_base_async();
       phases_.launch_seconds += seconds_since(t0);
       bucket_targets_[i] = r.target_checksum;
       enqueue_until(i + 1 + lanes);  // before the hand-off: the GPU stays fed while the host copies and announces
@@ -389,7 +408,26 @@ class device_encoder_impl final : public sync::device_encoder_backend {
     }
   }
 
-  // The snapshot advances were enqueued bucket by bucket during the encode: wait for the last of them.
+  // The advance is a pass of its own (not fused, not entropy's), put off until every bucket is encoded.
+  [[nodiscard]] bool deferring() const {
+    return opt_.deferred_advance && !encoders_.empty() && !encoders_.front()->config().advance_base;
+  }
+
+  // Every bucket's advance, each on its encode's stream (its scratch holds the changes), after the version's last
+  // encode; `stream` waits for all of them, so whatever comes next on it (the next encode, a full transfer from
+  // the snapshot) reads the advanced snapshot.
+  void enqueue_deferred_advance() {
+    const auto t0 = clock::now();
+    for (auto& e : encoders_) e->advance_base_async();
+    for (const auto& a : aux_) {
+      throw_on_cuda_error(cudaEventRecord(advanced_.get(), a->get()), "cudaEventRecord");
+      throw_on_cuda_error(cudaStreamWaitEvent(opt_.stream, advanced_.get(), 0), "cudaStreamWaitEvent");
+    }
+    advancing_ = true;
+    phases_.launch_seconds += seconds_since(t0);
+  }
+
+  // The snapshot advances were enqueued bucket by bucket during the encode (or after it): wait for the last of them.
   void advance_snapshot() {
     throw_on_cuda_error(cudaStreamSynchronize(opt_.stream), "advance snapshot");
     for (const auto& a : aux_) throw_on_cuda_error(cudaStreamSynchronize(a->get()), "advance snapshot");
@@ -452,6 +490,8 @@ class device_encoder_impl final : public sync::device_encoder_backend {
   std::vector<std::unique_ptr<owned_stream>> aux_;  // bucket i is encoded on lane(i): `stream` or one of these
   std::shared_ptr<frame_heap> heap_ = std::make_shared<frame_heap>();  // frames come down (or out) on its stream; kept frames hold it
   cuda_event start_;
+  cuda_event advanced_;    // a lane's deferred advances, for `stream` to wait on
+  bool advancing_ = false;  // deferred advances enqueued and not yet waited for (settle)
   std::vector<std::unique_ptr<encode_plan>> encoders_;
   std::unique_ptr<snapshot_storage> snapshot_;
   device_pointer_array weights_ptrs_, snapshot_ptrs_;
