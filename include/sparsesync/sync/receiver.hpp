@@ -50,12 +50,14 @@ class receiver {
   static_assert(check_version_sink<Sink>);
   using clock = std::chrono::steady_clock;
   static constexpr bool takes_device_frames = device_link<Transport> && device_frame_sink<Sink>;
-  // Over a pipelined device link a frame's receive is posted as soon as it is announced, and the frame announced
-  // before it is handed to the sink only then: the sender's next transfer never waits for this thread to have
-  // handed on the last frame (a credit round trip per frame otherwise; patches only: a full transfer reuses one
-  // slot of the sink for every frame).
+  // Over a pipelined device link a frame's receive is posted as soon as it is announced, and the frames announced
+  // before it are handed to the sink only while more than frames_posted_ahead are posted: the sender's next
+  // transfers never wait for this thread to have handed on the last frame (a credit round trip per frame
+  // otherwise; patches only: a full transfer reuses one slot of the sink for every frame). With one frame ahead
+  // the credit loop still bounded a 7B version once the trainer's encode got faster (call G of session 11: the
+  // trainer's session waited 8-13 ms per version for credits): as many ahead as the link takes.
   static constexpr bool pipelines_device_frames = takes_device_frames && pipelined_device_link<Transport>;
-  static constexpr std::size_t frames_posted_ahead = 1;
+  static constexpr std::size_t frames_posted_ahead = max_posted_device_receives - 1;
 
  public:
   // Called under the exclusive lock right after a version is committed, with the changes it wrote

@@ -84,8 +84,8 @@ struct device_slot {
 // device frames when its link is a device_link) when:
 //  1. `k.device_frame_slot(bytes) -> device_slot` reserves room for the next frame of `bytes` bytes, valid until that
 //     frame is added or the version ends (a frame received there and never added is dropped). Within a patch a
-//     receiver may reserve the next slot before adding the last frame (it posts one receive ahead over a
-//     pipelined_device_link); a full transfer's slots are reserved one at a time;
+//     receiver may reserve up to max_posted_device_receives slots before adding the oldest (it posts receives
+//     ahead over a pipelined_device_link); a full transfer's slots are reserved one at a time;
 //  2. `k.add_device_bucket(head) -> status` verifies the frame received into the oldest slot not yet added, as
 //     add_bucket() verifies a host frame; `head` is the frame's first bucket_header_bytes, copied from the device
 //     frame itself.
