@@ -39,6 +39,14 @@ struct chunk_context {
   std::uint32_t changes = 0;
   value_mode mode = value_mode::absolute;
   std::span<const W> base;  // filled only if E::needs_base
+  // Optional, with a base: a decoder that reads every base element anyway (entropy) may add their content
+  // checksum (element i at flat index `first` + i) to `sum` in the same pass and set `done`; a caller that
+  // verifies the base then hashes only the chunks left undone.
+  struct base_hash {
+    std::uint64_t first = 0, sum = 0;
+    bool done = false;
+  };
+  base_hash* hash_base = nullptr;
 };
 
 struct encoder_tag {};

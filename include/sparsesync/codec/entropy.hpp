@@ -12,6 +12,7 @@
 #include <sparsesync/codec/encoder.hpp>
 #include <sparsesync/codec/encoder_table.hpp>
 #include <sparsesync/codec/entropy_params.hpp>
+#include <sparsesync/codec/entropy_x86.hpp>
 #include <sparsesync/codec/rice.hpp>
 
 #include <algorithm>
@@ -83,6 +84,23 @@ template <element_word W>
 void entropy_count_classes(std::span<const W> base, entropy_lane_counts& h) {
   for (auto& c : h) std::fill_n(c.begin(), entropy_key_count<W>, 0u);
   entropy_for_each_key<W>(base, [&](unsigned l, std::size_t, unsigned k) { ++h[l][k]; });
+}
+
+// entropy_count_classes, and the base's content checksum (its element i at flat index hash.first + i) in the
+// same pass where the CPU can (BF16 / FP16 words, AVX-512): then hash.sum gets it and hash.done is set.
+template <element_word W>
+void entropy_count_classes(std::span<const W> base, entropy_lane_counts& h, typename chunk_context<W>::base_hash& hash) {
+#if SPARSESYNC_HASH_AVX512
+  if constexpr (sizeof(W) == 2) {
+    if (cpu_has_avx512_hash()) {
+      for (auto& c : h) c.fill(0);
+      hash.sum += entropy_count_and_hash_avx512(base.data(), base.size(), entropy_lane_length<W>(base.size()), h, hash.first);
+      hash.done = true;
+      return;
+    }
+  }
+#endif
+  entropy_count_classes<W>(base, h);
 }
 
 // Elements of raw class c in lane l.
@@ -304,28 +322,15 @@ struct entropy_class_plan {
 
 constexpr unsigned entropy_count_bits(std::uint32_t size, std::uint32_t remaining) { return entropy_params::count_bits(size, remaining); }
 
+// The fitted parameters (FORMAT.md's fitting rule) and the class body's bits, from a plan's groups, change
+// counts, and gaps and value codes by group. The decoder prices what it read the same way.
 template <element_word W>
-void entropy_fit(entropy_class_plan& p, value_mode mode, std::span<const W> values, const std::uint32_t* rank) {
+void entropy_price(entropy_class_plan& p, value_mode mode) {
   constexpr unsigned value_bits = 8 * sizeof(W);
-  const std::size_t m = p.group_of_change.size();
   const unsigned groups = p.groups.count;
-  p.changes.fill(0);
-  for (std::size_t j = 0; j < m; ++j) ++p.changes[p.group_of_change[j]];
-  p.first[0] = 0;
-  for (unsigned g = 0; g < groups; ++g) p.first[g + 1] = p.first[g] + p.changes[g];
-  p.gaps.resize(m);
-  if (mode == value_mode::ulp) p.codes.resize(m);
-  std::array<std::uint32_t, 256> at{}, next{};  // fill cursor and next free rank per group
-  for (unsigned g = 0; g < groups; ++g) at[g] = p.first[g];
-  for (std::size_t j = 0; j < m; ++j) {
-    const unsigned g = p.group_of_change[j];
-    p.gaps[at[g]] = rank[j] - next[g];
-    next[g] = rank[j] + 1;
-    if (mode == value_mode::ulp) p.codes[at[g]] = static_cast<std::uint32_t>(zigzag(values[j])) - 1;
-    ++at[g];
-  }
+  const std::uint32_t m = p.first[groups];
   std::uint64_t bits = 0;
-  auto remaining = static_cast<std::uint32_t>(m);
+  std::uint32_t remaining = m;
   for (unsigned g = 0; g < groups; ++g) {
     const std::uint32_t n = p.groups.size[g], c = p.changes[g];
     if (g + 1 < groups) bits += entropy_count_bits(n, remaining);
@@ -346,10 +351,35 @@ void entropy_fit(entropy_class_plan& p, value_mode mode, std::span<const W> valu
   p.bits = bits;
 }
 
-// Buffers that encode and decode reuse from chunk to chunk (one set per thread): a chunk's plan, the fitted
-// plan a decoder compares it with, ranks and class counts.
+
+// The encoder's plan from its changes in position order (p.group_of_change, ranks and values): gaps and value
+// codes by group, then the fitted parameters.
+template <element_word W>
+void entropy_fit(entropy_class_plan& p, value_mode mode, std::span<const W> values, const std::uint32_t* rank) {
+  const std::size_t m = p.group_of_change.size();
+  const unsigned groups = p.groups.count;
+  p.changes.fill(0);
+  for (std::size_t j = 0; j < m; ++j) ++p.changes[p.group_of_change[j]];
+  p.first[0] = 0;
+  for (unsigned g = 0; g < groups; ++g) p.first[g + 1] = p.first[g] + p.changes[g];
+  p.gaps.resize(m);
+  if (mode == value_mode::ulp) p.codes.resize(m);
+  std::array<std::uint32_t, 256> at{}, next{};  // fill cursor and next free rank per group
+  for (unsigned g = 0; g < groups; ++g) at[g] = p.first[g];
+  for (std::size_t j = 0; j < m; ++j) {
+    const unsigned g = p.group_of_change[j];
+    p.gaps[at[g]] = rank[j] - next[g];
+    next[g] = rank[j] + 1;
+    if (mode == value_mode::ulp) p.codes[at[g]] = static_cast<std::uint32_t>(zigzag(values[j])) - 1;
+    ++at[g];
+  }
+  entropy_price<W>(p, mode);
+}
+
+// Buffers that encode and decode reuse from chunk to chunk (one set per thread): a chunk's plan, ranks and
+// class counts.
 struct entropy_scratch {
-  entropy_class_plan plan, fit;
+  entropy_class_plan plan;
   std::vector<std::uint32_t> rank, class_rank;
   std::vector<std::uint16_t> key_of_change;
   entropy_lane_counts counts;
@@ -540,7 +570,8 @@ struct entropy {
     constexpr unsigned value_bits = 8 * sizeof(W);
     auto& s = detail::entropy_thread_scratch();
     auto& p = s.plan;
-    detail::entropy_count_classes<W>(base, s.counts);
+    if (ctx.hash_base) detail::entropy_count_classes<W>(base, s.counts, *ctx.hash_base);
+    else detail::entropy_count_classes<W>(base, s.counts);
     p.groups = detail::entropy_groups_of<W>(s.counts, base.size());
     const unsigned groups = p.groups.count;
     detail::bit_reader r(data.data() + 1, data.data() + data.size());
@@ -574,13 +605,15 @@ struct entropy {
         if (p.changes[g] < p.groups.size[g]) least += p.changes[g];
       if (least > 8 * static_cast<std::uint64_t>(data.size())) return {errc::truncated, "entropy: gaps"};
     }
-    // Ranks within each group, group by group (a wholly changed group has no gaps: ranks 0, 1, ...).
+    // Ranks within each group, group by group (a wholly changed group has no gaps: ranks 0, 1, ...); the gaps
+    // are kept for the canonical check.
     auto& rank = s.rank;
     rank.resize(ctx.changes);
+    p.gaps.resize(ctx.changes);
     for (unsigned g = 0; g < groups; ++g) {
       const std::uint32_t n = p.groups.size[g], c = p.changes[g];
       if (c == n) {
-        for (std::uint32_t i = 0; i < c; ++i) rank[p.first[g] + i] = i;
+        for (std::uint32_t i = 0; i < c; ++i) rank[p.first[g] + i] = i, p.gaps[p.first[g] + i] = 0;
         continue;
       }
       const unsigned raw = detail::entropy_gap_raw_bits(n);
@@ -592,13 +625,17 @@ struct entropy {
         next += gap;
         if (next >= n) return {errc::index_out_of_range, "entropy: change past the end of group " + std::to_string(g)};
         rank[i] = static_cast<std::uint32_t>(next);
+        p.gaps[i] = static_cast<std::uint32_t>(gap);
         ++next;
       }
     }
     place_changes<W>(p, s.counts, base, rank, ctx.changes, positions);
-    // Values, in position order.
+    // Values, in position order (their codes kept by group for the canonical check).
     values.resize(ctx.changes);
     if (ctx.mode == value_mode::ulp) {
+      p.codes.resize(ctx.changes);
+      std::array<std::uint32_t, 256> at;
+      std::copy_n(p.first.begin(), groups, at.begin());
       for (std::uint32_t j = 0; j < ctx.changes; ++j) {
         const unsigned g = p.group_of_change[j];
         std::uint64_t code = 0;
@@ -606,34 +643,26 @@ struct entropy {
           return {r.failed() ? errc::truncated : errc::non_canonical, "entropy: value at change " + std::to_string(j)};
         if (code >= (std::uint64_t{1} << value_bits) - 1) return {errc::malformed, "entropy: value out of range at change " + std::to_string(j)};
         values[j] = unzigzag(static_cast<W>(code + 1));
+        p.codes[at[g]++] = static_cast<std::uint32_t>(code);
       }
     } else {
       for (std::uint32_t j = 0; j < ctx.changes; ++j) values[j] = static_cast<W>(r.get(value_bits));
       if (r.failed()) return {errc::truncated, "entropy: values"};
     }
     if (!r.at_padded_end()) return {errc::malformed, "entropy: trailing bits after the last value"};
-    // Canonical: the parameters must be the fitted ones and the class body the smaller choice.
-    // entropy_fit takes the ranks in position order; place_changes left them by group.
-    auto& fit = s.fit;
-    fit.groups = p.groups;
-    fit.group_of_change.assign(p.group_of_change.begin(), p.group_of_change.end());
-    {
-      auto& by_position = p.gaps;  // free now: the ranks in position order
-      by_position.resize(ctx.changes);
-      std::array<std::uint32_t, 256> cur{};
-      for (unsigned g = 0; g < groups; ++g) cur[g] = p.first[g];
-      for (std::uint32_t j = 0; j < ctx.changes; ++j) by_position[j] = rank[cur[p.group_of_change[j]]++];
-      detail::entropy_fit<W>(fit, ctx.mode, values, by_position.data());
-    }
+    // Canonical: the parameters must be the fitted ones for the gaps and value codes read (priced as the
+    // encoder prices its own), and the class body the smaller choice.
+    const auto k_gap = p.k_gap, k_val = p.k_val;
+    detail::entropy_price<W>(p, ctx.mode);
     for (unsigned g = 0; g < groups; ++g)
-      if (fit.k_gap[g] != p.k_gap[g] || fit.k_val[g] != p.k_val[g])
+      if (p.k_gap[g] != k_gap[g] || p.k_val[g] != k_val[g])
         return {errc::non_canonical, "entropy: group " + std::to_string(g) + " parameters are not the fitted ones"};
     chunk_changes<W> in;
     in.numel = ctx.numel;
     in.mode = ctx.mode;
     in.positions = positions;
     in.values = values;
-    if (fit.bytes() >= 1 + rice::plan(in).bytes) return {errc::non_canonical, "entropy: a class body where the rice body is no larger"};
+    if (p.bytes() >= 1 + rice::plan(in).bytes) return {errc::non_canonical, "entropy: a class body where the rice body is no larger"};
     return {};
   }
 };

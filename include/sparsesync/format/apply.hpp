@@ -165,15 +165,30 @@ class staged_patch {
         std::memset(detail::word_ptr<W>(full_out_[r.tensor]) + r.tensor_offset, 0, r.count * sizeof(W));
       });
     }
-    std::uint64_t actual_base = 0;
-    if (!opt_.known_base_checksum) {
-      detail::for_each_run(layout_, b.segments, starts, 0, h.numel, [&](const detail::bucket_run& r) {
+    // The content checksum of the receiver's elements [from, from + count) of the bucket.
+    const auto base_sum = [&](std::uint64_t from, std::uint64_t count) {
+      std::uint64_t sum = 0;
+      detail::for_each_run(layout_, b.segments, starts, from, count, [&](const detail::bucket_run& r) {
         if (const W* p = base_ptr<W>(r)) {
-          actual_base += detail::content_checksum_fast(p, r.count, r.flat_index);
+          sum += detail::content_checksum_fast(p, r.count, r.flat_index);
         } else {
-          for (std::uint64_t i = 0; i < r.count; ++i) actual_base += element_hash(r.flat_index + i, 0);
+          for (std::uint64_t i = 0; i < r.count; ++i) sum += element_hash(r.flat_index + i, 0);
         }
       });
+      return sum;
+    };
+    // A decoder that reads every base element (entropy) hashes them in the same pass (chunk_context::base_hash):
+    // the base is then proven once the bucket decoded, and any error before that is reported as a base
+    // mismatch where the base is wrong (a decoder fed another base may fail in any way). Not with a sink,
+    // which must get changes only after the base is proven.
+    const bool hash_in_decode = E::needs_base && !opt_.known_base_checksum && !sink_ && full_out_.empty();
+    std::uint64_t actual_base = 0;
+    const auto base_first = [&](status s) {
+      if (hash_in_decode && base_sum(0, h.numel) != h.base_checksum) return status{errc::base_mismatch, "the receiver's weights are not the patch's base"};
+      return s;
+    };
+    if (!opt_.known_base_checksum && !hash_in_decode) {
+      actual_base = base_sum(0, h.numel);
       if (actual_base != h.base_checksum) return {errc::base_mismatch, "the receiver's weights are not the patch's base"};
     }
     // Room for a chunk's changes is made once the chunk decoded (geometric growth keeps it amortised): the
@@ -186,6 +201,7 @@ class staged_patch {
     std::uint64_t delta = 0;
     std::vector<std::uint32_t> positions;
     std::vector<W> values;
+    std::vector<W> chunk_base;  // (only where a chunk's base is not one span of memory)
     for (std::uint32_t c = 0; c < h.chunk_count; ++c) {
       const auto& ce = b.chunks[c];
       const std::uint64_t first = std::uint64_t{c} * chunk;
@@ -193,18 +209,23 @@ class staged_patch {
       ctx.numel = static_cast<std::uint32_t>(std::min(chunk, h.numel - first));
       ctx.changes = ce.changes;
       ctx.mode = h.mode;
-      std::vector<W> chunk_base;
-      if constexpr (E::needs_base) {
+      if constexpr (E::needs_base) ctx.base = detail::chunk_base_view<W>(layout_, b.segments, starts, current_, first, ctx.numel, chunk_base);
+      // The chunk's elements must lie at consecutive flat indices for the decoder to hash them.
+      typename chunk_context<W>::base_hash chunk_hash;
+      if (hash_in_decode) {
+        bool consecutive = true, any = false;
         detail::for_each_run(layout_, b.segments, starts, first, ctx.numel, [&](const detail::bucket_run& r) {
-          if (const W* p = base_ptr<W>(r)) chunk_base.insert(chunk_base.end(), p, p + r.count);
-          else chunk_base.insert(chunk_base.end(), r.count, W{0});
+          if (!any) chunk_hash.first = r.flat_index;
+          any = true;
+          consecutive = consecutive && r.flat_index == chunk_hash.first + (r.bucket_first - first);
         });
-        ctx.base = chunk_base;
+        if (consecutive) ctx.hash_base = &chunk_hash;
       }
       const auto data = b.data.subspan(b.chunk_offsets[c], ce.data_bytes);
-      if (auto s = E::template decode<W>(data, ctx, positions, values); !s) return s.prefix("chunk " + std::to_string(c));
+      if (auto s = E::template decode<W>(data, ctx, positions, values); !s) return base_first(s.prefix("chunk " + std::to_string(c)));
       if (positions.size() != ce.changes || values.size() != ce.changes)
-        return {errc::malformed, "chunk " + std::to_string(c) + ": decoder returned the wrong change count"};
+        return base_first({errc::malformed, "chunk " + std::to_string(c) + ": decoder returned the wrong change count"});
+      if (hash_in_decode) actual_base += chunk_hash.done ? chunk_hash.sum : base_sum(first, ctx.numel);
       if (const std::size_t need = changes_.size() + positions.size(); changes_.capacity() < need)
         changes_.reserve(std::max(need, 2 * changes_.capacity()));
       std::size_t i = 0;
@@ -222,6 +243,7 @@ class staged_patch {
         changes_.resize(from);
       }
     }
+    if (hash_in_decode && actual_base != h.base_checksum) return {errc::base_mismatch, "the receiver's weights are not the patch's base"};
     if (!sink_) {  // staged mode: resolve the bucket in one pass (prefetching across chunk boundaries)
       if (const std::size_t bad = resolve<W>(h.mode, from, delta); bad != changes_.size()) {
         const auto c = static_cast<std::size_t>(std::upper_bound(chunk_end.begin(), chunk_end.end(), bad) - chunk_end.begin());

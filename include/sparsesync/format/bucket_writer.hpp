@@ -89,22 +89,6 @@ bucket_changes<W> collect_changes(const model_layout& layout, const bucket_plan&
   return out;
 }
 
-template <element_word W>
-std::vector<W> gather_chunk_base(const model_layout& layout, const bucket_plan& plan, std::span<const std::uint64_t> starts,
-                                 std::span<const const_tensor_view> base, std::uint64_t first, std::uint64_t count) {
-  std::vector<W> out;
-  out.reserve(count);
-  for_each_run(layout, plan.segments, starts, first, count, [&](const bucket_run& r) {
-    if (!base[r.tensor].data) {
-      out.insert(out.end(), r.count, W{0});
-      return;
-    }
-    const W* b = word_ptr<W>(base[r.tensor]) + r.tensor_offset;
-    out.insert(out.end(), b, b + r.count);
-  });
-  return out;
-}
-
 // Chunk c's changes as an encoder sees them (without the base).
 template <element_word W>
 chunk_changes<W> chunk_of(const bucket_changes<W>& ch, std::size_t c, const encode_options& opt) {
@@ -160,15 +144,12 @@ void serialize_bucket_with(const model_layout& layout, const bucket_plan& plan, 
   }
   std::uint64_t payload_checksum = stream_hash(out.data() + seg_at, table_at - seg_at, 0);
   const auto starts = E::needs_base ? segment_starts(plan.segments) : std::vector<std::uint64_t>{};
+  std::vector<W> chunk_base;  // (only where a chunk's base is not one span of memory)
   for (std::size_t c = 0; c < chunks; ++c) {
     const std::size_t before = out.size();
     const std::uint64_t first = c * chunk;
     chunk_changes<W> in = chunk_of(ch, c, opt);
-    std::vector<W> chunk_base;
-    if constexpr (E::needs_base) {
-      chunk_base = gather_chunk_base<W>(layout, plan, starts, base, first, in.numel);
-      in.base = chunk_base;
-    }
+    if constexpr (E::needs_base) in.base = chunk_base_view<W>(layout, plan.segments, starts, base, first, in.numel, chunk_base);
     encode_chunk(c, in, out);
     unsigned char* entry = out.data() + table_at + chunk_entry_bytes * c;
     store_le<std::uint32_t>(entry, static_cast<std::uint32_t>(in.positions.size()));
