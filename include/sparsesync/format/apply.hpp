@@ -177,7 +177,7 @@ class staged_patch {
       });
       return sum;
     };
-    // A decoder that reads every base element (entropy) hashes them in the same pass (chunk_context::base_hash):
+    // A decoder that reads every base element (entropy) hashes them in the same pass (chunk_base_hash):
     // the base is then proven once the bucket decoded, and any error before that is reported as a base
     // mismatch where the base is wrong (a decoder fed another base may fail in any way). Not with a sink,
     // which must get changes only after the base is proven.
@@ -211,7 +211,7 @@ class staged_patch {
       ctx.mode = h.mode;
       if constexpr (E::needs_base) ctx.base = detail::chunk_base_view<W>(layout_, b.segments, starts, current_, first, ctx.numel, chunk_base);
       // The chunk's elements must lie at consecutive flat indices for the decoder to hash them.
-      typename chunk_context<W>::base_hash chunk_hash;
+      chunk_base_hash chunk_hash;
       if (hash_in_decode) {
         bool consecutive = true, any = false;
         detail::for_each_run(layout_, b.segments, starts, first, ctx.numel, [&](const detail::bucket_run& r) {
