@@ -288,20 +288,27 @@ class staged_patch {
   // Turns the coded values of changes_[from, end) into new bit patterns against the current model and adds
   // their checksum deltas to `delta`. Returns the index of the first change that leaves its element as it
   // was (invalid), or changes_.size().
+  // The hashes are taken after the loop, eight at a time (hash_deltas_fast), from the flat indices and old
+  // bits it keeps.
   template <element_word W>
   std::size_t resolve(value_mode mode, std::size_t from, std::uint64_t& delta) {
     staged_change* c = changes_.data();
     const std::size_t n = changes_.size();
+    resolve_flat_.resize(n - from);
+    resolve_old_.resize(n - from);
+    resolve_new_.resize(n - from);
     for (std::size_t j = from; j < n; ++j) {
       if (j + detail::prefetch_distance < n) detail::prefetch_read(current_ptr<W>(c[j + detail::prefetch_distance]));
       const W* p = current_ptr<W>(c[j]);
       const W old_bits = p ? *p : W{0};
       const W new_bits = decode_value<W>(mode, old_bits, static_cast<W>(c[j].bits));
       if (new_bits == old_bits) return j;
-      const std::uint64_t flat = layout_.first_element(c[j].tensor) + c[j].offset;
-      delta += element_hash(flat, new_bits) - element_hash(flat, old_bits);
+      resolve_flat_[j - from] = layout_.first_element(c[j].tensor) + c[j].offset;
+      resolve_old_[j - from] = old_bits;
+      resolve_new_[j - from] = new_bits;
       c[j].bits = new_bits;
     }
+    delta += detail::hash_deltas_fast(resolve_flat_.data(), resolve_new_.data(), resolve_old_.data(), n - from);
     return n;
   }
 
@@ -329,6 +336,8 @@ class staged_patch {
   apply_options opt_;
   tiling_check tiling_;
   std::vector<staged_change> changes_;
+  std::vector<std::uint64_t> resolve_flat_;                // resolve(): each change's flat index,
+  std::vector<std::uint32_t> resolve_old_, resolve_new_;  // and its old and new bits
   chunk_sink sink_;               // stream_to(): changes go there chunk by chunk
   std::vector<tensor_view> full_out_;  // write_full_into(): where a full transfer's buckets are written whole
   std::uint64_t streamed_ = 0;    // changes handed to sink_
