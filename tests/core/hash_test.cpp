@@ -69,6 +69,27 @@ TEST_CASE("the fast content checksum equals the specification's, for every word 
   }
 }
 
+TEST_CASE("the fast checksum change of scattered elements equals the specification's") {
+  std::mt19937_64 rng(12);
+  std::vector<std::uint64_t> index(100);
+  std::vector<std::uint32_t> after(100), before(100);
+  for (std::size_t i = 0; i < 100; ++i) {
+    index[i] = rng() >> (rng() % 64);  // indices of every size, up to 2^64 - 1
+    after[i] = static_cast<std::uint32_t>(rng());
+    before[i] = static_cast<std::uint32_t>(rng() >> 16);
+  }
+  index[3] = ~0ull;
+  after[4] = 0xFFFFFFFFu;
+  before[5] = 0;
+  for (std::size_t n : {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{8}, std::size_t{9}, std::size_t{16}, std::size_t{99}}) {
+    for (std::size_t offset : {std::size_t{0}, std::size_t{1}}) {
+      std::uint64_t expect = 0;
+      for (std::size_t i = offset; i < offset + n; ++i) expect += element_hash(index[i], after[i]) - element_hash(index[i], before[i]);
+      CHECK(detail::hash_deltas_fast(index.data() + offset, after.data() + offset, before.data() + offset, n) == expect);
+    }
+  }
+}
+
 TEST_CASE("layout hash covers names, dtypes, shapes and order; serialization round-trips") {
   model_layout a({{"w", dtype::bf16, {4, 8}}, {"b", dtype::f32, {8}}});
   model_layout renamed({{"w2", dtype::bf16, {4, 8}}, {"b", dtype::f32, {8}}});

@@ -3,6 +3,8 @@
 
 #include <doctest/doctest.h>
 
+#include <cmath>
+#include <cstring>
 #include <random>
 
 using namespace sparsesync;
@@ -111,6 +113,49 @@ TEST_CASE("wrong base, wrong layout, and a patch applied twice are refused") {
   opt.known_base_checksum = 12345;
   CHECK(try_apply_patch(patch, rx.layout, v, opt).code() == errc::base_mismatch);
   CHECK(rx == f.base);
+}
+
+// entropy's decoder hashes the base while it counts its classes (apply.hpp): a wrong base is found only once
+// the bucket decoded, and a decoder fed another base may fail in any way first; either way the receiver must
+// hear "base mismatch". Weight-like values (BF16 of a normal, small ones changing more often), so that chunks
+// take the class body.
+TEST_CASE("an entropy patch applied to another base is a base mismatch") {
+  host_model base(model_layout({{"w", dtype::bf16, {200, 300}}, {"b", dtype::bf16, {300}}}));
+  std::mt19937_64 rng(5);
+  std::normal_distribution<float> normal(0.0f, 0.02f);
+  for (std::size_t t = 0; t < base.layout.size(); ++t)
+    for (std::uint64_t i = 0; i < base.layout[t].numel(); ++i) {
+      const float x = normal(rng);
+      std::uint32_t u = 0;
+      std::memcpy(&u, &x, 4);
+      base.set(t, i, u >> 16);
+    }
+  host_model target = base;
+  for (std::uint64_t i = 0; i < base.layout[0].numel(); ++i) {
+    std::uint32_t u = base.get(0, i) << 16;
+    float x = 0;
+    std::memcpy(&x, &u, 4);
+    if (std::uniform_real_distribution<double>(0, 1)(rng) < std::min(0.5, 0.00005 / (std::fabs(x) + 1e-6)))
+      target.set(0, i, apply_ulp_delta<std::uint16_t>(static_cast<std::uint16_t>(base.get(0, i)), (rng() & 1) ? 1 : 0xFFFF));
+  }
+  const auto patch = make_patch<entropy>(base, target, value_mode::ulp);
+  REQUIRE(patch.size() < make_patch<rice>(base, target, value_mode::ulp).size());  // class bodies taken
+  bool untouched = false;
+  host_model rx = base;
+  auto v = rx.mutable_views();
+  REQUIRE(try_apply_patch(patch, rx.layout, v).ok());
+  CHECK(rx == target);
+  CHECK(apply_copy(target, patch, untouched).code() == errc::base_mismatch);
+  CHECK(untouched);
+  // One element differs: in its low mantissa bit (same class), or in its exponent (another class: the
+  // chunk's groups change), in the first chunk, a middle one, the last.
+  for (std::uint64_t i : {std::uint64_t{0}, std::uint64_t{30001}, std::uint64_t{59999}})
+    for (std::uint32_t flip : {0x1u, 0x80u, 0x2000u}) {
+      host_model other = base;
+      other.set(0, i, other.get(0, i) ^ flip);
+      CHECK(apply_copy(other, patch, untouched).code() == errc::base_mismatch);
+      CHECK(untouched);
+    }
 }
 
 TEST_CASE("lying counts, sizes and indices with valid checksums are refused") {

@@ -23,6 +23,14 @@ enum class encoder_id : std::uint8_t {
 };
 
 // The changes of one chunk, as an encoder sees them.
+// Optional, with a chunk's base: an encoder or decoder that reads every base element anyway (entropy) may add
+// their content checksum (element i at flat index `first` + i) to `sum` in the same pass and set `done`; the
+// caller, which needs the base's checksum, then hashes only the chunks left undone.
+struct chunk_base_hash {
+  std::uint64_t first = 0, sum = 0;
+  bool done = false;
+};
+
 template <element_word W>
 struct chunk_changes {
   std::uint32_t numel = 0;                    // elements in the chunk (the last chunk may be short)
@@ -30,6 +38,7 @@ struct chunk_changes {
   std::span<const std::uint32_t> positions;   // strictly increasing, each < numel
   std::span<const W> values;                  // coded values (code_value), one per position, never a no-op
   std::span<const W> base;                    // the chunk's base elements; filled only if E::needs_base
+  chunk_base_hash* hash_base = nullptr;       // optional, with a base
 };
 
 // What a decoder knows before it reads a chunk's data (all of it from validated headers).
@@ -39,6 +48,7 @@ struct chunk_context {
   std::uint32_t changes = 0;
   value_mode mode = value_mode::absolute;
   std::span<const W> base;  // filled only if E::needs_base
+  chunk_base_hash* hash_base = nullptr;  // optional, with a base (chunk_base_hash)
 };
 
 struct encoder_tag {};

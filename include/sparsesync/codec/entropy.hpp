@@ -12,6 +12,7 @@
 #include <sparsesync/codec/encoder.hpp>
 #include <sparsesync/codec/encoder_table.hpp>
 #include <sparsesync/codec/entropy_params.hpp>
+#include <sparsesync/codec/entropy_x86.hpp>
 #include <sparsesync/codec/rice.hpp>
 
 #include <algorithm>
@@ -138,27 +139,34 @@ unsigned entropy_group_of(const entropy_groups& g, W bits) {
   return g.of_key[entropy_key_of(bits)];
 }
 
-// The encoder's one pass over a chunk's base: the class counts of entropy_count_classes and, for each change,
-// its key and how many elements of its own class (either sign) precede it in its lane. Groups are not known
-// yet (they follow from the counts), so ranks within groups come after (entropy_rank_changes).
+// The encoder's scan, as state and steps (shared by entropy_scan_changes and the scan that also hashes the
+// base, entropy_x86.hpp).
 template <element_word W>
-void entropy_scan_changes(std::span<const W> base, std::span<const std::uint32_t> positions, entropy_lane_counts& h,
-                          std::uint32_t* class_rank, std::uint16_t* key_of_change) {
-  constexpr unsigned L = entropy_lanes;
-  constexpr unsigned sign = entropy_params::class_count<W>;  // the sign's bit in a key
-  for (auto& c : h) std::fill_n(c.begin(), entropy_key_count<W>, 0u);
-  const std::size_t n = base.size(), q = entropy_lane_length<W>(n);
+struct entropy_scan {
+  static constexpr unsigned L = entropy_lanes;
+  static constexpr unsigned sign = entropy_params::class_count<W>;  // the sign's bit in a key
+  static constexpr unsigned per_word = 8 / sizeof(W), bits = 8 * sizeof(W), mask = entropy_key_count<W> - 1;
+  entropy_lane_counts& h;
+  std::span<const std::uint32_t> positions;
+  std::uint32_t* class_rank;
+  std::uint16_t* key_of_change;
+  std::size_t n, q;
   std::array<std::size_t, L + 1> first;  // lane l's changes are positions [first[l], first[l + 1])
-  for (unsigned l = 0; l < L; ++l)
-    first[l] = static_cast<std::size_t>(std::lower_bound(positions.begin(), positions.end(), l * q) - positions.begin());
-  first[L] = positions.size();
   std::array<std::size_t, L> j;
   std::array<std::size_t, L> next;  // position of each lane's next change (n: none)
-  for (unsigned l = 0; l < L; ++l) {
-    j[l] = first[l];
-    next[l] = j[l] < first[l + 1] ? positions[j[l]] : n;
+
+  entropy_scan(std::size_t numel, std::span<const std::uint32_t> pos, entropy_lane_counts& counts, std::uint32_t* rank, std::uint16_t* keys)
+      : h(counts), positions(pos), class_rank(rank), key_of_change(keys), n(numel), q(entropy_lane_length<W>(numel)) {
+    for (auto& c : h) std::fill_n(c.begin(), entropy_key_count<W>, 0u);
+    for (unsigned l = 0; l < L; ++l)
+      first[l] = static_cast<std::size_t>(std::lower_bound(positions.begin(), positions.end(), l * q) - positions.begin());
+    first[L] = positions.size();
+    for (unsigned l = 0; l < L; ++l) {
+      j[l] = first[l];
+      next[l] = j[l] < first[l + 1] ? positions[j[l]] : n;
+    }
   }
-  auto step = [&](unsigned l, std::size_t i, unsigned k) {
+  void step(unsigned l, std::size_t i, unsigned k) {
     if (i == next[l]) [[unlikely]] {
       class_rank[j[l]] = h[l][k] + h[l][k ^ sign];
       key_of_change[j[l]] = static_cast<std::uint16_t>(k);
@@ -166,32 +174,119 @@ void entropy_scan_changes(std::span<const W> base, std::span<const std::uint32_t
       next[l] = j[l] < first[l + 1] ? positions[j[l]] : n;
     }
     ++h[l][k];
-  };
-  if constexpr (std::endian::native == std::endian::little) {
-    // As entropy_for_each_key, but the lanes' next changes are compared once per 8 bytes of every lane: most
-    // such rows hold no change, and their elements are only counted.
-    constexpr unsigned per_word = 8 / sizeof(W), bits = 8 * sizeof(W);
-    constexpr unsigned mask = entropy_key_count<W> - 1;
-    const W* const b = base.data();
-    for (std::size_t i = 0; i < q; i += per_word) {
-      std::array<std::uint64_t, L> v;
-      bool quiet = true;
-      for (unsigned l = 0; l < L; ++l) {
-        std::memcpy(&v[l], b + l * q + i, 8);
-        quiet &= next[l] >= l * q + i + per_word;
-      }
-      if (quiet) [[likely]] {
-        for (unsigned t = 0; t < per_word; ++t)
-          for (unsigned l = 0; l < L; ++l) ++h[l][static_cast<unsigned>(v[l] >> (bits * t + entropy_params::class_shift<W>)) & mask];
-      } else {
-        for (unsigned t = 0; t < per_word; ++t)
-          for (unsigned l = 0; l < L; ++l) step(l, l * q + i + t, static_cast<unsigned>(v[l] >> (bits * t + entropy_params::class_shift<W>)) & mask);
-      }
-    }
-    for (std::size_t i = L * q; i < n; ++i) step(L - 1, i, entropy_key_of(b[i]));
-  } else {
-    entropy_for_each_key<W>(base, step);
   }
+  // The row at lane offset i (8 bytes of each lane, little-endian words v): the lanes' next changes are
+  // compared once per row; most rows hold none, and their elements are only counted.
+  void row(std::size_t i, const std::array<std::uint64_t, L>& v) {
+    bool quiet = true;
+    for (unsigned l = 0; l < L; ++l) quiet &= next[l] >= l * q + i + per_word;
+    if (quiet) [[likely]] {
+      for (unsigned t = 0; t < per_word; ++t)
+        for (unsigned l = 0; l < L; ++l) ++h[l][static_cast<unsigned>(v[l] >> (bits * t + entropy_params::class_shift<W>)) & mask];
+    } else {
+      for (unsigned t = 0; t < per_word; ++t)
+        for (unsigned l = 0; l < L; ++l) step(l, l * q + i + t, static_cast<unsigned>(v[l] >> (bits * t + entropy_params::class_shift<W>)) & mask);
+    }
+  }
+};
+
+// The encoder's one pass over a chunk's base: the class counts of entropy_count_classes and, for each change,
+// its key and how many elements of its own class (either sign) precede it in its lane. Groups are not known
+// yet (they follow from the counts), so ranks within groups come after (entropy_rank_changes).
+template <element_word W>
+void entropy_scan_changes(std::span<const W> base, std::span<const std::uint32_t> positions, entropy_lane_counts& h,
+                          std::uint32_t* class_rank, std::uint16_t* key_of_change) {
+  entropy_scan<W> s(base.size(), positions, h, class_rank, key_of_change);
+  if constexpr (std::endian::native == std::endian::little) {
+    const W* const b = base.data();
+    for (std::size_t i = 0; i < s.q; i += s.per_word) {
+      std::array<std::uint64_t, entropy_lanes> v;
+      for (unsigned l = 0; l < entropy_lanes; ++l) std::memcpy(&v[l], b + l * s.q + i, 8);
+      s.row(i, v);
+    }
+    for (std::size_t i = entropy_lanes * s.q; i < s.n; ++i) s.step(entropy_lanes - 1, i, entropy_key_of(b[i]));
+  } else {
+    entropy_for_each_key<W>(base, [&](unsigned l, std::size_t i, unsigned k) { s.step(l, i, k); });
+  }
+}
+
+#if SPARSESYNC_HASH_AVX512
+// entropy_count_classes and entropy_scan_changes for 16-bit words, each with the content checksum of the base
+// (entropy_x86.hpp); they return it.
+SPARSESYNC_ENTROPY_HASH_TARGET inline std::uint64_t entropy_count_classes_hashed(std::span<const std::uint16_t> base, entropy_lane_counts& h,
+                                                                                 std::uint64_t first) {
+  constexpr unsigned L = entropy_lanes;
+  static_assert(L == 4, "entropy_row_hash hashes four lanes");
+  for (auto& c : h) c.fill(0);
+  const std::uint16_t* const b = base.data();
+  const std::size_t n = base.size(), q = entropy_lane_length<std::uint16_t>(n);
+  entropy_row_hash hash(first, q);
+  for (std::size_t i = 0; i < q; i += 4) {
+    std::array<std::uint64_t, L> v;
+    for (unsigned l = 0; l < L; ++l) std::memcpy(&v[l], b + l * q + i, 8);
+    hash.add(v);
+    for (unsigned t = 0; t < 4; ++t)
+      for (unsigned l = 0; l < L; ++l) ++h[l][static_cast<unsigned>(v[l] >> (16 * t + 7)) & 511u];
+  }
+  std::uint64_t sum = hash.sum();
+  for (std::size_t i = L * q; i < n; ++i) {
+    ++h[L - 1][entropy_key_of(b[i])];
+    sum += element_hash(first + i, b[i]);
+  }
+  return sum;
+}
+
+SPARSESYNC_ENTROPY_HASH_TARGET inline std::uint64_t entropy_scan_changes_hashed(std::span<const std::uint16_t> base, std::span<const std::uint32_t> positions,
+                                                                                entropy_lane_counts& h, std::uint32_t* class_rank,
+                                                                                std::uint16_t* key_of_change, std::uint64_t first) {
+  entropy_scan<std::uint16_t> s(base.size(), positions, h, class_rank, key_of_change);
+  const std::uint16_t* const b = base.data();
+  entropy_row_hash hash(first, s.q);
+  for (std::size_t i = 0; i < s.q; i += 4) {
+    std::array<std::uint64_t, entropy_lanes> v;
+    for (unsigned l = 0; l < entropy_lanes; ++l) std::memcpy(&v[l], b + l * s.q + i, 8);
+    hash.add(v);
+    s.row(i, v);
+  }
+  std::uint64_t sum = hash.sum();
+  for (std::size_t i = entropy_lanes * s.q; i < s.n; ++i) {
+    s.step(entropy_lanes - 1, i, entropy_key_of(b[i]));
+    sum += element_hash(first + i, b[i]);
+  }
+  return sum;
+}
+#endif
+
+// The class count, and the base's content checksum in the same pass where the CPU can (16-bit words on
+// little-endian x86 with AVX-512): then hash.sum gets it and hash.done is set.
+template <element_word W>
+void entropy_count_classes(std::span<const W> base, entropy_lane_counts& h, chunk_base_hash& hash) {
+#if SPARSESYNC_HASH_AVX512
+  if constexpr (sizeof(W) == 2) {
+    if (cpu_has_avx512_hash()) {
+      hash.sum += entropy_count_classes_hashed(base, h, hash.first);
+      hash.done = true;
+      return;
+    }
+  }
+#endif
+  entropy_count_classes<W>(base, h);
+}
+
+// The encoder's scan, likewise.
+template <element_word W>
+void entropy_scan_changes(std::span<const W> base, std::span<const std::uint32_t> positions, entropy_lane_counts& h,
+                          std::uint32_t* class_rank, std::uint16_t* key_of_change, chunk_base_hash& hash) {
+#if SPARSESYNC_HASH_AVX512
+  if constexpr (sizeof(W) == 2) {
+    if (cpu_has_avx512_hash()) {
+      hash.sum += entropy_scan_changes_hashed(base, positions, h, class_rank, key_of_change, hash.first);
+      hash.done = true;
+      return;
+    }
+  }
+#endif
+  entropy_scan_changes<W>(base, positions, h, class_rank, key_of_change);
 }
 
 // Elements among b[0, n) whose class lies in [lo, hi] (a range of magnitudes; the loop vectorizes).
@@ -304,28 +399,15 @@ struct entropy_class_plan {
 
 constexpr unsigned entropy_count_bits(std::uint32_t size, std::uint32_t remaining) { return entropy_params::count_bits(size, remaining); }
 
+// The fitted parameters (FORMAT.md's fitting rule) and the class body's bits, from a plan's groups, change
+// counts, and gaps and value codes by group. The decoder prices what it read the same way.
 template <element_word W>
-void entropy_fit(entropy_class_plan& p, value_mode mode, std::span<const W> values, const std::uint32_t* rank) {
+void entropy_price(entropy_class_plan& p, value_mode mode) {
   constexpr unsigned value_bits = 8 * sizeof(W);
-  const std::size_t m = p.group_of_change.size();
   const unsigned groups = p.groups.count;
-  p.changes.fill(0);
-  for (std::size_t j = 0; j < m; ++j) ++p.changes[p.group_of_change[j]];
-  p.first[0] = 0;
-  for (unsigned g = 0; g < groups; ++g) p.first[g + 1] = p.first[g] + p.changes[g];
-  p.gaps.resize(m);
-  if (mode == value_mode::ulp) p.codes.resize(m);
-  std::array<std::uint32_t, 256> at{}, next{};  // fill cursor and next free rank per group
-  for (unsigned g = 0; g < groups; ++g) at[g] = p.first[g];
-  for (std::size_t j = 0; j < m; ++j) {
-    const unsigned g = p.group_of_change[j];
-    p.gaps[at[g]] = rank[j] - next[g];
-    next[g] = rank[j] + 1;
-    if (mode == value_mode::ulp) p.codes[at[g]] = static_cast<std::uint32_t>(zigzag(values[j])) - 1;
-    ++at[g];
-  }
+  const std::uint32_t m = p.first[groups];
   std::uint64_t bits = 0;
-  auto remaining = static_cast<std::uint32_t>(m);
+  std::uint32_t remaining = m;
   for (unsigned g = 0; g < groups; ++g) {
     const std::uint32_t n = p.groups.size[g], c = p.changes[g];
     if (g + 1 < groups) bits += entropy_count_bits(n, remaining);
@@ -346,10 +428,35 @@ void entropy_fit(entropy_class_plan& p, value_mode mode, std::span<const W> valu
   p.bits = bits;
 }
 
-// Buffers that encode and decode reuse from chunk to chunk (one set per thread): a chunk's plan, the fitted
-// plan a decoder compares it with, ranks and class counts.
+
+// The encoder's plan from its changes in position order (p.group_of_change, ranks and values): gaps and value
+// codes by group, then the fitted parameters.
+template <element_word W>
+void entropy_fit(entropy_class_plan& p, value_mode mode, std::span<const W> values, const std::uint32_t* rank) {
+  const std::size_t m = p.group_of_change.size();
+  const unsigned groups = p.groups.count;
+  p.changes.fill(0);
+  for (std::size_t j = 0; j < m; ++j) ++p.changes[p.group_of_change[j]];
+  p.first[0] = 0;
+  for (unsigned g = 0; g < groups; ++g) p.first[g + 1] = p.first[g] + p.changes[g];
+  p.gaps.resize(m);
+  if (mode == value_mode::ulp) p.codes.resize(m);
+  std::array<std::uint32_t, 256> at{}, next{};  // fill cursor and next free rank per group
+  for (unsigned g = 0; g < groups; ++g) at[g] = p.first[g];
+  for (std::size_t j = 0; j < m; ++j) {
+    const unsigned g = p.group_of_change[j];
+    p.gaps[at[g]] = rank[j] - next[g];
+    next[g] = rank[j] + 1;
+    if (mode == value_mode::ulp) p.codes[at[g]] = static_cast<std::uint32_t>(zigzag(values[j])) - 1;
+    ++at[g];
+  }
+  entropy_price<W>(p, mode);
+}
+
+// Buffers that encode and decode reuse from chunk to chunk (one set per thread): a chunk's plan, ranks and
+// class counts.
 struct entropy_scratch {
-  entropy_class_plan plan, fit;
+  entropy_class_plan plan;
   std::vector<std::uint32_t> rank, class_rank;
   std::vector<std::uint16_t> key_of_change;
   entropy_lane_counts counts;
@@ -363,13 +470,14 @@ inline entropy_scratch& entropy_thread_scratch() {
 // The class body's plan for a chunk's changes and base.
 template <element_word W>
 void entropy_plan_classes(entropy_class_plan& p, value_mode mode, std::span<const W> base, std::span<const std::uint32_t> positions,
-                          std::span<const W> values, entropy_scratch& s) {
+                          std::span<const W> values, entropy_scratch& s, chunk_base_hash* hash = nullptr) {
   const std::size_t m = positions.size();
   s.rank.resize(m);
   s.class_rank.resize(m);
   s.key_of_change.resize(m);
   p.group_of_change.resize(m);
-  entropy_scan_changes<W>(base, positions, s.counts, s.class_rank.data(), s.key_of_change.data());
+  if (hash) entropy_scan_changes<W>(base, positions, s.counts, s.class_rank.data(), s.key_of_change.data(), *hash);
+  else entropy_scan_changes<W>(base, positions, s.counts, s.class_rank.data(), s.key_of_change.data());
   p.groups = entropy_groups_of<W>(s.counts, base.size());
   entropy_rank_changes<W>(p.groups, s.counts, base, positions, s.class_rank.data(), s.key_of_change.data(), p.group_of_change.data(),
                           s.rank.data());
@@ -391,7 +499,7 @@ struct entropy {
     const auto fallback = rice::plan(in);
     auto& s = detail::entropy_thread_scratch();
     auto& p = s.plan;
-    detail::entropy_plan_classes<W>(p, in.mode, in.base.first(in.numel), in.positions, in.values, s);
+    detail::entropy_plan_classes<W>(p, in.mode, in.base.first(in.numel), in.positions, in.values, s, in.hash_base);
     // The class body only where it is strictly smaller (ties keep rice's data, which needs no base).
     if (p.bytes() >= 1 + fallback.bytes) {
       out.push_back(static_cast<unsigned char>(entropy_params::tag_rice));
@@ -529,7 +637,7 @@ struct entropy {
     if (auto s = rice::decode<W>(data.subspan(1), ctx, positions, values); !s) return s.prefix("entropy (rice body)");
     auto& s = detail::entropy_thread_scratch();
     auto& p = s.plan;
-    detail::entropy_plan_classes<W>(p, ctx.mode, base, positions, values, s);
+    detail::entropy_plan_classes<W>(p, ctx.mode, base, positions, values, s, ctx.hash_base);
     if (p.bytes() < data.size()) return {errc::non_canonical, "entropy: the class body is smaller than the rice body sent"};
     return {};
   }
@@ -540,7 +648,8 @@ struct entropy {
     constexpr unsigned value_bits = 8 * sizeof(W);
     auto& s = detail::entropy_thread_scratch();
     auto& p = s.plan;
-    detail::entropy_count_classes<W>(base, s.counts);
+    if (ctx.hash_base) detail::entropy_count_classes<W>(base, s.counts, *ctx.hash_base);
+    else detail::entropy_count_classes<W>(base, s.counts);
     p.groups = detail::entropy_groups_of<W>(s.counts, base.size());
     const unsigned groups = p.groups.count;
     detail::bit_reader r(data.data() + 1, data.data() + data.size());
@@ -574,13 +683,15 @@ struct entropy {
         if (p.changes[g] < p.groups.size[g]) least += p.changes[g];
       if (least > 8 * static_cast<std::uint64_t>(data.size())) return {errc::truncated, "entropy: gaps"};
     }
-    // Ranks within each group, group by group (a wholly changed group has no gaps: ranks 0, 1, ...).
+    // Ranks within each group, group by group (a wholly changed group has no gaps: ranks 0, 1, ...); the gaps
+    // are kept for the canonical check.
     auto& rank = s.rank;
     rank.resize(ctx.changes);
+    p.gaps.resize(ctx.changes);
     for (unsigned g = 0; g < groups; ++g) {
       const std::uint32_t n = p.groups.size[g], c = p.changes[g];
       if (c == n) {
-        for (std::uint32_t i = 0; i < c; ++i) rank[p.first[g] + i] = i;
+        for (std::uint32_t i = 0; i < c; ++i) rank[p.first[g] + i] = i, p.gaps[p.first[g] + i] = 0;
         continue;
       }
       const unsigned raw = detail::entropy_gap_raw_bits(n);
@@ -592,13 +703,17 @@ struct entropy {
         next += gap;
         if (next >= n) return {errc::index_out_of_range, "entropy: change past the end of group " + std::to_string(g)};
         rank[i] = static_cast<std::uint32_t>(next);
+        p.gaps[i] = static_cast<std::uint32_t>(gap);
         ++next;
       }
     }
     place_changes<W>(p, s.counts, base, rank, ctx.changes, positions);
-    // Values, in position order.
+    // Values, in position order (their codes kept by group for the canonical check).
     values.resize(ctx.changes);
     if (ctx.mode == value_mode::ulp) {
+      p.codes.resize(ctx.changes);
+      std::array<std::uint32_t, 256> at;
+      std::copy_n(p.first.begin(), groups, at.begin());
       for (std::uint32_t j = 0; j < ctx.changes; ++j) {
         const unsigned g = p.group_of_change[j];
         std::uint64_t code = 0;
@@ -606,34 +721,26 @@ struct entropy {
           return {r.failed() ? errc::truncated : errc::non_canonical, "entropy: value at change " + std::to_string(j)};
         if (code >= (std::uint64_t{1} << value_bits) - 1) return {errc::malformed, "entropy: value out of range at change " + std::to_string(j)};
         values[j] = unzigzag(static_cast<W>(code + 1));
+        p.codes[at[g]++] = static_cast<std::uint32_t>(code);
       }
     } else {
       for (std::uint32_t j = 0; j < ctx.changes; ++j) values[j] = static_cast<W>(r.get(value_bits));
       if (r.failed()) return {errc::truncated, "entropy: values"};
     }
     if (!r.at_padded_end()) return {errc::malformed, "entropy: trailing bits after the last value"};
-    // Canonical: the parameters must be the fitted ones and the class body the smaller choice.
-    // entropy_fit takes the ranks in position order; place_changes left them by group.
-    auto& fit = s.fit;
-    fit.groups = p.groups;
-    fit.group_of_change.assign(p.group_of_change.begin(), p.group_of_change.end());
-    {
-      auto& by_position = p.gaps;  // free now: the ranks in position order
-      by_position.resize(ctx.changes);
-      std::array<std::uint32_t, 256> cur{};
-      for (unsigned g = 0; g < groups; ++g) cur[g] = p.first[g];
-      for (std::uint32_t j = 0; j < ctx.changes; ++j) by_position[j] = rank[cur[p.group_of_change[j]]++];
-      detail::entropy_fit<W>(fit, ctx.mode, values, by_position.data());
-    }
+    // Canonical: the parameters must be the fitted ones for the gaps and value codes read (priced as the
+    // encoder prices its own), and the class body the smaller choice.
+    const auto k_gap = p.k_gap, k_val = p.k_val;
+    detail::entropy_price<W>(p, ctx.mode);
     for (unsigned g = 0; g < groups; ++g)
-      if (fit.k_gap[g] != p.k_gap[g] || fit.k_val[g] != p.k_val[g])
+      if (p.k_gap[g] != k_gap[g] || p.k_val[g] != k_val[g])
         return {errc::non_canonical, "entropy: group " + std::to_string(g) + " parameters are not the fitted ones"};
     chunk_changes<W> in;
     in.numel = ctx.numel;
     in.mode = ctx.mode;
     in.positions = positions;
     in.values = values;
-    if (fit.bytes() >= 1 + rice::plan(in).bytes) return {errc::non_canonical, "entropy: a class body where the rice body is no larger"};
+    if (p.bytes() >= 1 + rice::plan(in).bytes) return {errc::non_canonical, "entropy: a class body where the rice body is no larger"};
     return {};
   }
 };

@@ -165,15 +165,30 @@ class staged_patch {
         std::memset(detail::word_ptr<W>(full_out_[r.tensor]) + r.tensor_offset, 0, r.count * sizeof(W));
       });
     }
-    std::uint64_t actual_base = 0;
-    if (!opt_.known_base_checksum) {
-      detail::for_each_run(layout_, b.segments, starts, 0, h.numel, [&](const detail::bucket_run& r) {
+    // The content checksum of the receiver's elements [from, from + count) of the bucket.
+    const auto base_sum = [&](std::uint64_t from, std::uint64_t count) {
+      std::uint64_t sum = 0;
+      detail::for_each_run(layout_, b.segments, starts, from, count, [&](const detail::bucket_run& r) {
         if (const W* p = base_ptr<W>(r)) {
-          actual_base += detail::content_checksum_fast(p, r.count, r.flat_index);
+          sum += detail::content_checksum_fast(p, r.count, r.flat_index);
         } else {
-          for (std::uint64_t i = 0; i < r.count; ++i) actual_base += element_hash(r.flat_index + i, 0);
+          for (std::uint64_t i = 0; i < r.count; ++i) sum += element_hash(r.flat_index + i, 0);
         }
       });
+      return sum;
+    };
+    // A decoder that reads every base element (entropy) hashes them in the same pass (chunk_base_hash):
+    // the base is then proven once the bucket decoded, and any error before that is reported as a base
+    // mismatch where the base is wrong (a decoder fed another base may fail in any way). Not with a sink,
+    // which must get changes only after the base is proven.
+    const bool hash_in_decode = E::needs_base && !opt_.known_base_checksum && !sink_ && full_out_.empty();
+    std::uint64_t actual_base = 0;
+    const auto base_first = [&](status s) {
+      if (hash_in_decode && base_sum(0, h.numel) != h.base_checksum) return status{errc::base_mismatch, "the receiver's weights are not the patch's base"};
+      return s;
+    };
+    if (!opt_.known_base_checksum && !hash_in_decode) {
+      actual_base = base_sum(0, h.numel);
       if (actual_base != h.base_checksum) return {errc::base_mismatch, "the receiver's weights are not the patch's base"};
     }
     // Room for a chunk's changes is made once the chunk decoded (geometric growth keeps it amortised): the
@@ -186,6 +201,7 @@ class staged_patch {
     std::uint64_t delta = 0;
     std::vector<std::uint32_t> positions;
     std::vector<W> values;
+    std::vector<W> chunk_base;  // (only where a chunk's base is not one span of memory)
     for (std::uint32_t c = 0; c < h.chunk_count; ++c) {
       const auto& ce = b.chunks[c];
       const std::uint64_t first = std::uint64_t{c} * chunk;
@@ -193,18 +209,23 @@ class staged_patch {
       ctx.numel = static_cast<std::uint32_t>(std::min(chunk, h.numel - first));
       ctx.changes = ce.changes;
       ctx.mode = h.mode;
-      std::vector<W> chunk_base;
-      if constexpr (E::needs_base) {
+      if constexpr (E::needs_base) ctx.base = detail::chunk_base_view<W>(layout_, b.segments, starts, current_, first, ctx.numel, chunk_base);
+      // The chunk's elements must lie at consecutive flat indices for the decoder to hash them.
+      chunk_base_hash chunk_hash;
+      if (hash_in_decode) {
+        bool consecutive = true, any = false;
         detail::for_each_run(layout_, b.segments, starts, first, ctx.numel, [&](const detail::bucket_run& r) {
-          if (const W* p = base_ptr<W>(r)) chunk_base.insert(chunk_base.end(), p, p + r.count);
-          else chunk_base.insert(chunk_base.end(), r.count, W{0});
+          if (!any) chunk_hash.first = r.flat_index;
+          any = true;
+          consecutive = consecutive && r.flat_index == chunk_hash.first + (r.bucket_first - first);
         });
-        ctx.base = chunk_base;
+        if (consecutive) ctx.hash_base = &chunk_hash;
       }
       const auto data = b.data.subspan(b.chunk_offsets[c], ce.data_bytes);
-      if (auto s = E::template decode<W>(data, ctx, positions, values); !s) return s.prefix("chunk " + std::to_string(c));
+      if (auto s = E::template decode<W>(data, ctx, positions, values); !s) return base_first(s.prefix("chunk " + std::to_string(c)));
       if (positions.size() != ce.changes || values.size() != ce.changes)
-        return {errc::malformed, "chunk " + std::to_string(c) + ": decoder returned the wrong change count"};
+        return base_first({errc::malformed, "chunk " + std::to_string(c) + ": decoder returned the wrong change count"});
+      if (hash_in_decode) actual_base += chunk_hash.done ? chunk_hash.sum : base_sum(first, ctx.numel);
       if (const std::size_t need = changes_.size() + positions.size(); changes_.capacity() < need)
         changes_.reserve(std::max(need, 2 * changes_.capacity()));
       std::size_t i = 0;
@@ -222,6 +243,7 @@ class staged_patch {
         changes_.resize(from);
       }
     }
+    if (hash_in_decode && actual_base != h.base_checksum) return {errc::base_mismatch, "the receiver's weights are not the patch's base"};
     if (!sink_) {  // staged mode: resolve the bucket in one pass (prefetching across chunk boundaries)
       if (const std::size_t bad = resolve<W>(h.mode, from, delta); bad != changes_.size()) {
         const auto c = static_cast<std::size_t>(std::upper_bound(chunk_end.begin(), chunk_end.end(), bad) - chunk_end.begin());
@@ -266,20 +288,27 @@ class staged_patch {
   // Turns the coded values of changes_[from, end) into new bit patterns against the current model and adds
   // their checksum deltas to `delta`. Returns the index of the first change that leaves its element as it
   // was (invalid), or changes_.size().
+  // The hashes are taken after the loop, eight at a time (hash_deltas_fast), from the flat indices and old
+  // bits it keeps.
   template <element_word W>
   std::size_t resolve(value_mode mode, std::size_t from, std::uint64_t& delta) {
     staged_change* c = changes_.data();
     const std::size_t n = changes_.size();
+    resolve_flat_.resize(n - from);
+    resolve_old_.resize(n - from);
+    resolve_new_.resize(n - from);
     for (std::size_t j = from; j < n; ++j) {
       if (j + detail::prefetch_distance < n) detail::prefetch_read(current_ptr<W>(c[j + detail::prefetch_distance]));
       const W* p = current_ptr<W>(c[j]);
       const W old_bits = p ? *p : W{0};
       const W new_bits = decode_value<W>(mode, old_bits, static_cast<W>(c[j].bits));
       if (new_bits == old_bits) return j;
-      const std::uint64_t flat = layout_.first_element(c[j].tensor) + c[j].offset;
-      delta += element_hash(flat, new_bits) - element_hash(flat, old_bits);
+      resolve_flat_[j - from] = layout_.first_element(c[j].tensor) + c[j].offset;
+      resolve_old_[j - from] = old_bits;
+      resolve_new_[j - from] = new_bits;
       c[j].bits = new_bits;
     }
+    delta += detail::hash_deltas_fast(resolve_flat_.data(), resolve_new_.data(), resolve_old_.data(), n - from);
     return n;
   }
 
@@ -307,6 +336,8 @@ class staged_patch {
   apply_options opt_;
   tiling_check tiling_;
   std::vector<staged_change> changes_;
+  std::vector<std::uint64_t> resolve_flat_;                // resolve(): each change's flat index,
+  std::vector<std::uint32_t> resolve_old_, resolve_new_;  // and its old and new bits
   chunk_sink sink_;               // stream_to(): changes go there chunk by chunk
   std::vector<tensor_view> full_out_;  // write_full_into(): where a full transfer's buckets are written whole
   std::uint64_t streamed_ = 0;    // changes handed to sink_

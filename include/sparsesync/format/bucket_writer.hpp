@@ -31,6 +31,10 @@ struct bucket_changes {
   std::uint64_t numel = 0;
   std::uint64_t base_checksum = 0;
   std::uint64_t target_checksum = 0;
+  // The base was not hashed here (collect_changes' defer_base): base_checksum is 0 and target_checksum holds
+  // only the changes' part; serializing adds the base's, which an encoder that reads the base hashes as it
+  // reads it (chunk_base_hash).
+  bool base_pending = false;
 };
 
 namespace detail {
@@ -42,8 +46,10 @@ namespace detail {
 template <element_word W>
 bucket_changes<W> collect_changes(const model_layout& layout, const bucket_plan& plan, std::span<const const_tensor_view> base,
                                   std::span<const const_tensor_view> target, const encode_options& opt,
-                                  const std::uint64_t* known_base = nullptr, std::span<const tensor_view> advance = {}) {
+                                  const std::uint64_t* known_base = nullptr, std::span<const tensor_view> advance = {},
+                                  bool defer_base = false) {
   bucket_changes<W> out;
+  out.base_pending = defer_base && !known_base;
   const auto starts = segment_starts(plan.segments);
   out.numel = plan.numel();
   const std::uint64_t chunk = std::uint64_t{1} << opt.log2_chunk;
@@ -61,7 +67,7 @@ bucket_changes<W> collect_changes(const model_layout& layout, const bucket_plan&
       const W* t = word_ptr<W>(target[r.tensor]) + r.tensor_offset;
       const auto rel = static_cast<std::uint32_t>(r.bucket_first - first);
       W* adv = advance.empty() ? nullptr : word_ptr<W>(advance[r.tensor]) + r.tensor_offset;
-      if (!known_base) {
+      if (!known_base && !out.base_pending) {
         if (b) base_sum += content_checksum_fast(b, r.count, r.flat_index);
         else for (std::uint64_t i = 0; i < r.count; ++i) base_sum += element_hash(r.flat_index + i, W{0});
       }
@@ -86,22 +92,6 @@ bucket_changes<W> collect_changes(const model_layout& layout, const bucket_plan&
   if (known_base) base_sum = *known_base;
   out.base_checksum = base_sum;
   out.target_checksum = base_sum + delta_sum;
-  return out;
-}
-
-template <element_word W>
-std::vector<W> gather_chunk_base(const model_layout& layout, const bucket_plan& plan, std::span<const std::uint64_t> starts,
-                                 std::span<const const_tensor_view> base, std::uint64_t first, std::uint64_t count) {
-  std::vector<W> out;
-  out.reserve(count);
-  for_each_run(layout, plan.segments, starts, first, count, [&](const bucket_run& r) {
-    if (!base[r.tensor].data) {
-      out.insert(out.end(), r.count, W{0});
-      return;
-    }
-    const W* b = word_ptr<W>(base[r.tensor]) + r.tensor_offset;
-    out.insert(out.end(), b, b + r.count);
-  });
   return out;
 }
 
@@ -138,9 +128,10 @@ concept plans_chunks = sizes_without_encoding<E, W> && requires(const chunk_chan
   E::template encode<W>(in, out, E::template plan<W>(in));
 };
 
-// Appends the framed bucket encoded with E to `out`; encode_chunk(c, in, out) appends chunk c's data.
+// Appends the framed bucket encoded with E to `out`; encode_chunk(c, in, out) appends chunk c's data. Returns
+// the bucket's base and target checksums.
 template <class E, element_word W, class EncodeChunk>
-void serialize_bucket_with(const model_layout& layout, const bucket_plan& plan, std::uint32_t index, const bucket_changes<W>& ch,
+std::pair<std::uint64_t, std::uint64_t> serialize_bucket_with(const model_layout& layout, const bucket_plan& plan, std::uint32_t index, const bucket_changes<W>& ch,
                            std::span<const const_tensor_view> base, const encode_options& opt, std::vector<unsigned char>& out,
                            EncodeChunk&& encode_chunk) {
   static_assert(check_encoder<E>);
@@ -160,16 +151,36 @@ void serialize_bucket_with(const model_layout& layout, const bucket_plan& plan, 
   }
   std::uint64_t payload_checksum = stream_hash(out.data() + seg_at, table_at - seg_at, 0);
   const auto starts = E::needs_base ? segment_starts(plan.segments) : std::vector<std::uint64_t>{};
+  std::vector<W> chunk_base;  // (only where a chunk's base is not one span of memory)
+  std::uint64_t base_sum = 0;  // (a pending base checksum)
   for (std::size_t c = 0; c < chunks; ++c) {
     const std::size_t before = out.size();
     const std::uint64_t first = c * chunk;
     chunk_changes<W> in = chunk_of(ch, c, opt);
-    std::vector<W> chunk_base;
-    if constexpr (E::needs_base) {
-      chunk_base = gather_chunk_base<W>(layout, plan, starts, base, first, in.numel);
-      in.base = chunk_base;
+    if constexpr (E::needs_base) in.base = chunk_base_view<W>(layout, plan.segments, starts, base, first, in.numel, chunk_base);
+    // A pending base checksum: the encoder hashes the chunk's base where its elements lie at consecutive flat
+    // indices, and the chunks it did not hash (no changes, or elements apart) are hashed here.
+    chunk_base_hash chunk_hash;
+    bool consecutive = true, any = false;
+    if (ch.base_pending) {
+      for_each_run(layout, plan.segments, starts, first, in.numel, [&](const bucket_run& r) {
+        if (!any) chunk_hash.first = r.flat_index;
+        any = true;
+        consecutive = consecutive && r.flat_index == chunk_hash.first + (r.bucket_first - first);
+      });
+      if (consecutive && in.base.size() >= in.numel) in.hash_base = &chunk_hash;
     }
     encode_chunk(c, in, out);
+    if (ch.base_pending) {
+      if (chunk_hash.done) {
+        base_sum += chunk_hash.sum;
+      } else {
+        for_each_run(layout, plan.segments, starts, first, in.numel, [&](const bucket_run& r) {
+          if (base[r.tensor].data) base_sum += content_checksum_fast(word_ptr<W>(base[r.tensor]) + r.tensor_offset, r.count, r.flat_index);
+          else for (std::uint64_t i = 0; i < r.count; ++i) base_sum += element_hash(r.flat_index + i, W{0});
+        });
+      }
+    }
     unsigned char* entry = out.data() + table_at + chunk_entry_bytes * c;
     store_le<std::uint32_t>(entry, static_cast<std::uint32_t>(in.positions.size()));
     store_le<std::uint32_t>(entry + 4, static_cast<std::uint32_t>(out.size() - before));
@@ -189,17 +200,19 @@ void serialize_bucket_with(const model_layout& layout, const bucket_plan& plan, 
   hdr.changed = ch.positions.size();
   hdr.chunk_count = static_cast<std::uint32_t>(chunks);
   hdr.data_bytes = out.size() - data_at;
-  hdr.base_checksum = ch.base_checksum;
-  hdr.target_checksum = ch.target_checksum;
+  hdr.base_checksum = ch.base_pending ? base_sum : ch.base_checksum;
+  hdr.target_checksum = ch.base_pending ? base_sum + ch.target_checksum : ch.target_checksum;
   hdr.payload_checksum = payload_checksum;
   write_bucket_header(out.data() + start, hdr);
+  return {hdr.base_checksum, hdr.target_checksum};
 }
 
 // Appends the framed bucket encoded with E to `out`.
 template <class E, element_word W>
-void serialize_bucket(const model_layout& layout, const bucket_plan& plan, std::uint32_t index, const bucket_changes<W>& ch,
-                      std::span<const const_tensor_view> base, const encode_options& opt, std::vector<unsigned char>& out) {
-  serialize_bucket_with<E, W>(layout, plan, index, ch, base, opt, out,
+std::pair<std::uint64_t, std::uint64_t> serialize_bucket(const model_layout& layout, const bucket_plan& plan, std::uint32_t index,
+                                                         const bucket_changes<W>& ch, std::span<const const_tensor_view> base,
+                                                         const encode_options& opt, std::vector<unsigned char>& out) {
+  return serialize_bucket_with<E, W>(layout, plan, index, ch, base, opt, out,
                               [](std::size_t, const chunk_changes<W>& in, std::vector<unsigned char>& o) { E::encode(in, o); });
 }
 
@@ -232,17 +245,20 @@ template <class E>
   requires encoder<E>
 struct bucket_serializer<E> {
   template <element_word W>
-  static void run(const model_layout& layout, const bucket_plan& plan, std::uint32_t index, const bucket_changes<W>& ch,
-                  std::span<const const_tensor_view> base, const encode_options& opt, std::vector<unsigned char>& out) {
-    serialize_bucket<E, W>(layout, plan, index, ch, base, opt, out);
+  static std::pair<std::uint64_t, std::uint64_t> run(const model_layout& layout, const bucket_plan& plan, std::uint32_t index,
+                                                     const bucket_changes<W>& ch, std::span<const const_tensor_view> base,
+                                                     const encode_options& opt, std::vector<unsigned char>& out) {
+    return serialize_bucket<E, W>(layout, plan, index, ch, base, opt, out);
   }
 };
 
 template <class... Es>
 struct bucket_serializer<best_of<Es...>> {
   template <element_word W>
-  static void run(const model_layout& layout, const bucket_plan& plan, std::uint32_t index, const bucket_changes<W>& ch,
-                  std::span<const const_tensor_view> base, const encode_options& opt, std::vector<unsigned char>& out) {
+  static std::pair<std::uint64_t, std::uint64_t> run(const model_layout& layout, const bucket_plan& plan, std::uint32_t index,
+                                                     const bucket_changes<W>& ch, std::span<const const_tensor_view> base,
+                                                     const encode_options& opt, std::vector<unsigned char>& out) {
+    if (ch.base_pending) throw error(errc::invalid_argument, "best_of: the bucket's base checksum must be computed first");
     if constexpr ((sizes_without_encoding<Es, W> && ...)) {
       // Frames differ only in their chunk data: sum each encoder's data lengths, then encode once.
       std::tuple<candidate_sizes<Es, W>...> sizes;
@@ -276,6 +292,7 @@ struct bucket_serializer<best_of<Es...>> {
       (try_one.template operator()<Es>(), ...);
       out.insert(out.end(), best.begin(), best.end());
     }
+    return {ch.base_checksum, ch.target_checksum};
   }
 };
 
@@ -324,12 +341,18 @@ std::pair<std::uint64_t, std::uint64_t> encode_bucket(const model_layout& layout
   static_assert(detail::check_encoder_selection_form<Sel>);
   // Written while the changes are collected (each element is in cache then), unless the encoder reads the base.
   constexpr bool store_after = detail::reads_base<Sel>::value;
+  // One encoder that reads the base hashes it as it reads it (its bucket's checksum is then found while
+  // serializing; best_of's candidates would each read it).
+  constexpr bool hash_in_encode = [] {
+    if constexpr (encoder<Sel>) return Sel::needs_base;
+    else return false;
+  }();
   return visit_word(plan.dtype, [&]<class W>() {
     const auto ch = detail::collect_changes<W>(layout, plan, base, target, opt, known_base,
-                                               store_after ? std::span<const tensor_view>{} : advance_base);
-    detail::bucket_serializer<Sel>::template run<W>(layout, plan, index, ch, base, opt, out);
+                                               store_after ? std::span<const tensor_view>{} : advance_base, hash_in_encode);
+    const auto sums = detail::bucket_serializer<Sel>::template run<W>(layout, plan, index, ch, base, opt, out);
     if (store_after && !advance_base.empty()) detail::store_changes<W>(layout, plan, ch, target, advance_base, opt.log2_chunk);
-    return std::pair{ch.base_checksum, ch.target_checksum};
+    return sums;
   });
 }
 

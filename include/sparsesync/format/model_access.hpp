@@ -77,5 +77,31 @@ auto* word_ptr(const View& v) {
     return static_cast<W*>(v.data);
 }
 
+// A chunk's base elements [first, first + count) of the bucket, as one span: straight into the model's memory
+// where its runs lie end to end there (one tensor, or tensors stored back to back), else gathered into
+// `storage` (runs apart, or a view without data: the all-zero model). Encoders that read the base scan it
+// two or three times; a copy costs as much as one scan.
+template <element_word W>
+std::span<const W> chunk_base_view(const model_layout& layout, std::span<const segment> segments, std::span<const std::uint64_t> starts,
+                                   std::span<const const_tensor_view> base, std::uint64_t first, std::uint64_t count, std::vector<W>& storage) {
+  const W* begin = nullptr;
+  const W* next = nullptr;
+  bool direct = true;
+  for_each_run(layout, segments, starts, first, count, [&](const bucket_run& r) {
+    const W* p = base[r.tensor].data ? word_ptr<W>(base[r.tensor]) + r.tensor_offset : nullptr;
+    if (!p || (begin && p != next)) direct = false;
+    if (!begin) begin = p;
+    next = p ? p + r.count : nullptr;
+  });
+  if (direct && begin) return {begin, static_cast<std::size_t>(count)};
+  storage.clear();
+  storage.reserve(count);
+  for_each_run(layout, segments, starts, first, count, [&](const bucket_run& r) {
+    if (const W* p = base[r.tensor].data ? word_ptr<W>(base[r.tensor]) + r.tensor_offset : nullptr) storage.insert(storage.end(), p, p + r.count);
+    else storage.insert(storage.end(), r.count, W{0});
+  });
+  return storage;
+}
+
 }  // namespace detail
 SPARSESYNC_NS_END
