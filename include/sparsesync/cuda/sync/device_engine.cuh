@@ -9,8 +9,9 @@
 // advance_base_async) enqueued after the version's last bucket, so that it runs while the frames travel and the
 // workers verify and commit, and the sender waits for it before publish() returns (settle()); or by the encode
 // itself (fused_advance: the detect pass writes the target's sectors where a tile changed); or, with
-// deferred_advance off, by that pass right after each bucket's encode: no dense copy after the first version. It lives in GPU memory or, for trainers that cannot spare
-// 1x the model on the GPU, in pinned host memory that the kernels read over the bus (snapshot_place).
+// deferred_advance off, by that pass right after each bucket's encode: no dense copy after the first version. The
+// snapshot lives in GPU memory or, for trainers that cannot spare 1x the model on the GPU, in pinned host memory
+// that the kernels read over the bus (snapshot_place).
 // Worker: frames are uploaded to a device arena (or received there from a device link) and verified against the
 // worker's weights, consecutive buckets side by side on verify_lanes streams (joined in order); an atomic commit
 // writes them only once the whole version verified, a streamed one writes each bucket at once and rolls the
