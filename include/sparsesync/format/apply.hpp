@@ -4,6 +4,7 @@
 #pragma once
 
 #include <sparsesync/codec/registry.hpp>
+#include <sparsesync/format/base_checksum.hpp>
 #include <sparsesync/format/bucket_reader.hpp>
 #include <sparsesync/format/dense_bitmap.hpp>
 #include <sparsesync/format/model_access.hpp>
@@ -167,15 +168,7 @@ class staged_patch {
     }
     // The content checksum of the receiver's elements [from, from + count) of the bucket.
     const auto base_sum = [&](std::uint64_t from, std::uint64_t count) {
-      std::uint64_t sum = 0;
-      detail::for_each_run(layout_, b.segments, starts, from, count, [&](const detail::bucket_run& r) {
-        if (const W* p = base_ptr<W>(r)) {
-          sum += detail::content_checksum_fast(p, r.count, r.flat_index);
-        } else {
-          for (std::uint64_t i = 0; i < r.count; ++i) sum += element_hash(r.flat_index + i, 0);
-        }
-      });
-      return sum;
+      return detail::bucket_base_checksum<W>(layout_, b.segments, starts, current_, from, count);
     };
     // A decoder that reads every base element (entropy) hashes them in the same pass (chunk_base_hash):
     // the base is then proven once the bucket decoded, and any error before that is reported as a base
@@ -210,17 +203,8 @@ class staged_patch {
       ctx.changes = ce.changes;
       ctx.mode = h.mode;
       if constexpr (E::needs_base) ctx.base = detail::chunk_base_view<W>(layout_, b.segments, starts, current_, first, ctx.numel, chunk_base);
-      // The chunk's elements must lie at consecutive flat indices for the decoder to hash them.
       chunk_base_hash chunk_hash;
-      if (hash_in_decode) {
-        bool consecutive = true, any = false;
-        detail::for_each_run(layout_, b.segments, starts, first, ctx.numel, [&](const detail::bucket_run& r) {
-          if (!any) chunk_hash.first = r.flat_index;
-          any = true;
-          consecutive = consecutive && r.flat_index == chunk_hash.first + (r.bucket_first - first);
-        });
-        if (consecutive) ctx.hash_base = &chunk_hash;
-      }
+      if (hash_in_decode && detail::start_chunk_hash(layout_, b.segments, starts, first, ctx.numel, chunk_hash)) ctx.hash_base = &chunk_hash;
       const auto data = b.data.subspan(b.chunk_offsets[c], ce.data_bytes);
       if (auto s = E::template decode<W>(data, ctx, positions, values); !s) return base_first(s.prefix("chunk " + std::to_string(c)));
       if (positions.size() != ce.changes || values.size() != ce.changes)
@@ -322,13 +306,6 @@ class staged_patch {
   const W* current_ptr(const staged_change& c) const {
     const auto& v = current_[c.tensor];
     return v.data ? detail::word_ptr<W>(v) + c.offset : nullptr;
-  }
-
-  // The base elements of a run; null where the base is the all-zero model.
-  template <element_word W>
-  const W* base_ptr(const detail::bucket_run& r) const {
-    const auto& v = current_[r.tensor];
-    return v.data ? detail::word_ptr<W>(v) + r.tensor_offset : nullptr;
   }
 
   const model_layout& layout_;

@@ -2,7 +2,7 @@
 #pragma once
 
 #include <sparsesync/codec/registry.hpp>
-#include <sparsesync/core/hash_x86.hpp>
+#include <sparsesync/format/base_checksum.hpp>
 #include <sparsesync/format/diff_scan.hpp>
 #include <sparsesync/format/model_access.hpp>
 #include <sparsesync/format/wire.hpp>
@@ -67,10 +67,7 @@ bucket_changes<W> collect_changes(const model_layout& layout, const bucket_plan&
       const W* t = word_ptr<W>(target[r.tensor]) + r.tensor_offset;
       const auto rel = static_cast<std::uint32_t>(r.bucket_first - first);
       W* adv = advance.empty() ? nullptr : word_ptr<W>(advance[r.tensor]) + r.tensor_offset;
-      if (!known_base && !out.base_pending) {
-        if (b) base_sum += content_checksum_fast(b, r.count, r.flat_index);
-        else for (std::uint64_t i = 0; i < r.count; ++i) base_sum += element_hash(r.flat_index + i, W{0});
-      }
+      if (!known_base && !out.base_pending) base_sum += run_base_checksum<W>(b, r);
       // Find first, then code: the scan stays free of data-dependent branches and this loop of them.
       const auto k = static_cast<std::size_t>(find_differences(t, b, r.count, found.data()) - found.data());
       const std::size_t at = out.positions.size();
@@ -161,26 +158,11 @@ std::pair<std::uint64_t, std::uint64_t> serialize_bucket_with(const model_layout
     // A pending base checksum: the encoder hashes the chunk's base where its elements lie at consecutive flat
     // indices, and the chunks it did not hash (no changes, or elements apart) are hashed here.
     chunk_base_hash chunk_hash;
-    bool consecutive = true, any = false;
-    if (ch.base_pending) {
-      for_each_run(layout, plan.segments, starts, first, in.numel, [&](const bucket_run& r) {
-        if (!any) chunk_hash.first = r.flat_index;
-        any = true;
-        consecutive = consecutive && r.flat_index == chunk_hash.first + (r.bucket_first - first);
-      });
-      if (consecutive && in.base.size() >= in.numel) in.hash_base = &chunk_hash;
-    }
+    if (ch.base_pending && in.base.size() >= in.numel && start_chunk_hash(layout, plan.segments, starts, first, in.numel, chunk_hash))
+      in.hash_base = &chunk_hash;
     encode_chunk(c, in, out);
-    if (ch.base_pending) {
-      if (chunk_hash.done) {
-        base_sum += chunk_hash.sum;
-      } else {
-        for_each_run(layout, plan.segments, starts, first, in.numel, [&](const bucket_run& r) {
-          if (base[r.tensor].data) base_sum += content_checksum_fast(word_ptr<W>(base[r.tensor]) + r.tensor_offset, r.count, r.flat_index);
-          else for (std::uint64_t i = 0; i < r.count; ++i) base_sum += element_hash(r.flat_index + i, W{0});
-        });
-      }
-    }
+    if (ch.base_pending)
+      base_sum += chunk_hash.done ? chunk_hash.sum : bucket_base_checksum<W>(layout, plan.segments, starts, base, first, in.numel);
     unsigned char* entry = out.data() + table_at + chunk_entry_bytes * c;
     store_le<std::uint32_t>(entry, static_cast<std::uint32_t>(in.positions.size()));
     store_le<std::uint32_t>(entry + 4, static_cast<std::uint32_t>(out.size() - before));
