@@ -212,14 +212,7 @@ class sender {
         std::lock_guard lock(state_mutex_);
         if (!capture) history_.pop_back();
         publishing_from_zero_ = false;
-        // The source's snapshot holds no version now: the next publish is a full transfer; receivers keep
-        // theirs until then.
-        source_.invalidate();
-        has_version_ = false;
-        history_.clear();
-        full_.reset();
-        has_latest_ = has_version_;
-        latest_ = version_;
+        forget_snapshot_locked();
         throw;
       }
       report.changed = totals.changed;
@@ -645,13 +638,20 @@ class sender {
     } catch (...) {
       std::unique_lock snap(snapshot_mutex_);
       std::lock_guard lock(state_mutex_);
-      source_.invalidate();
-      has_version_ = false;
-      history_.clear();
-      full_.reset();
-      has_latest_ = false;
+      forget_snapshot_locked();
       throw;
     }
+  }
+
+  // The source's snapshot holds no version now: the next publish is a full transfer; receivers keep theirs until
+  // then. (snapshot_mutex_ exclusive and state_mutex_ held.)
+  void forget_snapshot_locked() {
+    source_.invalidate();
+    has_version_ = false;
+    history_.clear();
+    full_.reset();
+    has_latest_ = false;
+    latest_ = version_;
   }
 
   bool send_device(session& s, const std::vector<std::byte>& announce, const device_frame& f) {
