@@ -23,6 +23,7 @@
 #include <sparsesync/transport/nccl_link.hpp>
 
 #include "bench_support.cuh"
+#include "version_timeline.hpp"
 #if SPARSESYNC_BENCH_CUPTI
 #include "kernel_trace.hpp"
 #else
@@ -51,6 +52,8 @@ namespace {
 using namespace bench_gpu;
 using nccl_t = nccl_link<inproc_transport>;
 
+version_timeline g_timeline;  // this version's host-side events, trainer and worker 0
+
 // An nccl_link that adds up where its owner's thread waited: for the next control message, in the device calls.
 class timed_link {
  public:
@@ -69,8 +72,12 @@ class timed_link {
   [[nodiscard]] std::size_t max_frame_size() const noexcept { return inner_.max_frame_size(); }
   void send_device(const device_frame& f) {
     const auto t = std::chrono::steady_clock::now();
+    if (send_device_ms_) g_timeline.mark("trainer_send_device_begin");
     inner_.send_device(f);
-    if (send_device_ms_) *send_device_ms_ += ms_since(t);
+    if (send_device_ms_) {
+      *send_device_ms_ += ms_since(t);
+      g_timeline.mark("trainer_send_device_end");
+    }
   }
   void receive_device(void* dst, std::size_t bytes, void* after, std::span<unsigned char> head) {
     post_receive_device(dst, bytes, after);
@@ -85,10 +92,12 @@ class timed_link {
     const auto t = std::chrono::steady_clock::now();
     inner_.complete_receive_device(head);
     device_ms += ms_since(t);
+    if (timeline_) g_timeline.mark("worker0_frame_received");
     ++frames;
   }
   void abort() noexcept { inner_.abort(); }
   [[nodiscard]] nccl_link_stats stats() const { return inner_.stats(); }
+  void mark_timeline(bool on) { timeline_ = on; }  // worker 0's link: its receives go on the timeline
   // Read between versions (the owner's thread is then idle in receive(); a torn double is harmless here).
   double control_ms = 0, device_ms = 0;
   std::uint64_t frames = 0;
@@ -96,6 +105,7 @@ class timed_link {
  private:
   nccl_t inner_;
   std::shared_ptr<double> send_device_ms_;  // the trainer's session thread, in send_device (read between versions)
+  bool timeline_ = false;
 };
 using link_t = timed_link;
 
@@ -119,9 +129,23 @@ class timed_sink {
   void begin(bool full, std::optional<std::uint64_t> known) { timed(add_ms, [&] { inner_.begin(full, known); }); }
   status add_bucket(std::span<const unsigned char> f) { return timed(add_ms, [&] { return inner_.add_bucket(f); }); }
   sync::device_slot device_frame_slot(std::size_t bytes) { return timed(add_ms, [&] { return inner_.device_frame_slot(bytes); }); }
-  status add_device_bucket(std::span<const unsigned char> head) { return timed(add_ms, [&] { return inner_.add_device_bucket(head); }); }
-  status finish(const patch_header& h) { return timed(finish_ms, [&] { return inner_.finish(h); }); }
-  void commit() { timed(commit_ms, [&] { inner_.commit(); }); }
+  status add_device_bucket(std::span<const unsigned char> head) {
+    auto r = timed(add_ms, [&] { return inner_.add_device_bucket(head); });
+    if (timeline_) g_timeline.mark("worker0_added");
+    return r;
+  }
+  status finish(const patch_header& h) {
+    if (timeline_) g_timeline.mark("worker0_finish_begin");
+    auto r = timed(finish_ms, [&] { return inner_.finish(h); });
+    if (timeline_) g_timeline.mark("worker0_finish_end");
+    return r;
+  }
+  void commit() {
+    if (timeline_) g_timeline.mark("worker0_commit_begin");
+    timed(commit_ms, [&] { inner_.commit(); });
+    if (timeline_) g_timeline.mark("worker0_commit_end");
+  }
+  void mark_timeline(bool on) { timeline_ = on; }
   void abort() { inner_.abort(); }
   [[nodiscard]] std::uint64_t changed() const { return inner_.changed(); }
   [[nodiscard]] std::uint64_t target_checksum() const { return inner_.target_checksum(); }
@@ -129,6 +153,44 @@ class timed_sink {
 
  private:
   sync::device_sink inner_;
+  bool timeline_ = false;
+};
+
+// The trainer's GPU backend, its calls and each frame it hands on put on the timeline.
+class timed_encoder final : public sync::device_encoder_backend {
+ public:
+  explicit timed_encoder(std::unique_ptr<sync::device_encoder_backend> inner) : inner_(std::move(inner)) {}
+  void prepare(const model_layout& layout, std::vector<bucket_plan> plans, encoder_id encoder, const encode_options& enc) override {
+    inner_->prepare(layout, std::move(plans), encoder, enc);
+  }
+  [[nodiscard]] bool has_version() const override { return inner_->has_version(); }
+  sync::source_totals encode_version(std::span<const const_tensor_view> weights, const sync::frame_emitter& emit) override {
+    g_timeline.mark("trainer_encode_begin");
+    sync::frame_emitter timed_emit;
+    timed_emit.host = [&](std::span<const unsigned char> f) {
+      g_timeline.mark("trainer_frame_emitted");
+      emit.host(f);
+    };
+    timed_emit.device = [&](std::span<const unsigned char> head, device_frame f) {
+      g_timeline.mark("trainer_frame_emitted");
+      emit.device(head, std::move(f));
+    };
+    auto r = inner_->encode_version(weights, timed_emit);
+    g_timeline.mark("trainer_encode_end");
+    return r;
+  }
+  void encode_full(const sync::frame_emitter& emit) override { inner_->encode_full(emit); }
+  void invalidate() override { inner_->invalidate(); }
+  [[nodiscard]] sync::device_memory_report memory() const override { return inner_->memory(); }
+  double settle() override {
+    g_timeline.mark("trainer_settle_begin");
+    const double s = inner_->settle();
+    g_timeline.mark("trainer_settle_end");
+    return s;
+  }
+
+ private:
+  std::unique_ptr<sync::device_encoder_backend> inner_;
 };
 static_assert(sync::device_frame_sink<timed_sink>);
 
@@ -240,7 +302,7 @@ void run_engine(const model_layout& layout, const options& o, const engine_confi
     dso.deferred_advance = c.fused_advance == 2;
     const fixed_bytes policy{c.bucket_mb << 20};
     const std::size_t buckets = policy.plan(layout, default_log2_chunk).size();
-    sender_t tx(layout, so, policy, sync::device_source<Enc>(sc::compiled_device_encoder_backend(dso)));
+    sender_t tx(layout, so, policy, sync::device_source<Enc>(std::make_unique<timed_encoder>(sc::compiled_device_encoder_backend(dso))));
     std::vector<std::unique_ptr<receiver_t>> rx(nw);
     auto send_ms = std::make_shared<double>(0.0);  // worker 0's session
     for (int i = 0; i < nw; ++i) {
@@ -260,6 +322,8 @@ void run_engine(const model_layout& layout, const options& o, const engine_confi
       sink_opt.verify_lanes = c.verify_lanes;
       rx[i] = std::make_unique<receiver_t>(layout, timed_sink(sync::device_sink(sc::compiled_device_applier_backend(layout, workers[i]->views, sink_opt))),
                                            worker_end.get());
+      rx[i]->link().mark_timeline(i == 0);
+      rx[i]->sink().mark_timeline(i == 0);
     }
     CK(cudaSetDevice(0));
     std::vector<std::vector<sync::applied_version>> applied(nw);
@@ -317,9 +381,11 @@ void run_engine(const model_layout& layout, const options& o, const engine_confi
       const std::string tag = enc_name + " " + mode_name + " " + std::to_string(c.bucket_mb) + ":" + std::to_string(c.encode_lanes) + ":" +
                               std::to_string(c.verify_lanes) + ":" + std::to_string(c.fused_advance) + " v" + std::to_string(v);
       if (g_trace) g_trace->mark(tag + " publish");
+      g_timeline.start();
       const auto t = std::chrono::steady_clock::now();
       const auto r = tx.publish(static_cast<std::uint64_t>(v), views);
       const double ms = ms_since(t);
+      g_timeline.mark("trainer_publish_returned");
       if (g_trace) g_trace->mark(tag + " acknowledged");
       if (r.acknowledged != static_cast<std::size_t>(nw)) throw std::runtime_error("not every worker acknowledged version " + std::to_string(v));
       const double worker_s = slowest_worker(v);
@@ -356,7 +422,7 @@ void run_engine(const model_layout& layout, const options& o, const engine_confi
                     r.source.gpu_wait_seconds * 1e3, r.source.download_seconds * 1e3, r.source.hand_off_seconds * 1e3,
                     r.source.launch_seconds * 1e3, worker_s * 1e3, static_cast<unsigned long long>(frames), control_ms, device_ms, session_send_ms,
                     static_cast<unsigned long long>(link_stats.deferred_calls));
-      emit(line);
+      emit((std::string(line) + ",\"timeline_ms\":" + g_timeline.json()).c_str());
       if (v > 1) {
         version_ms.push_back(ms);
         encode_ms.push_back(r.encode_seconds * 1e3);

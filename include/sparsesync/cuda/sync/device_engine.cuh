@@ -20,6 +20,7 @@
 
 #include <sparsesync/cuda/codec.cuh>
 #include <sparsesync/cuda/device_scope.hpp>
+#include <sparsesync/cuda/urgent_stream.hpp>
 #include <sparsesync/cuda/sync/device_engine_options.hpp>
 #include <sparsesync/cuda/sync/frame_arena.cuh>
 #include <sparsesync/sync/device_weights.hpp>
@@ -76,6 +77,8 @@ class cuda_event {
 class owned_stream {
  public:
   owned_stream() { throw_on_cuda_error(cudaStreamCreateWithFlags(&s_, cudaStreamNonBlocking), "cudaStreamCreate"); }
+  struct urgent_tag {};
+  explicit owned_stream(urgent_tag) { throw_on_cuda_error(create_urgent_stream(&s_), "cudaStreamCreateWithPriority"); }
   owned_stream(const owned_stream&) = delete;
   owned_stream& operator=(const owned_stream&) = delete;
   ~owned_stream() {
@@ -116,7 +119,7 @@ class frame_heap {
 
  private:
   int device_;
-  owned_stream stream_;
+  owned_stream stream_{owned_stream::urgent_tag{}};  // a frame's copy goes ahead of the next buckets' encodes
   cudaMemPool_t pool_{};
 };
 

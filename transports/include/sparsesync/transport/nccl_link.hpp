@@ -34,6 +34,7 @@
 #pragma once
 
 #include <sparsesync/cuda/device_scope.hpp>
+#include <sparsesync/cuda/urgent_stream.hpp>
 #include <sparsesync/transport/detail/device_link_forwarding.hpp>
 #include <sparsesync/transport/device_link.hpp>
 #include <sparsesync/transport/nccl.hpp>
@@ -187,7 +188,7 @@ class nccl_link : public detail::device_link_forwarding<nccl_link<Control>, /*Pi
       on_device guard(opt.device, std::nothrow);
       device = opt.device;
       peer = 1 - b.rank;
-      detail::check_cuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
+      detail::check_cuda(cuda::create_urgent_stream(&stream), "cudaStreamCreateWithPriority");  // frames are not held up by the codec's passes
       detail::check_cuda(cudaEventCreateWithFlags(&after_event, cudaEventDisableTiming), "cudaEventCreate");
       for (auto& e : recv_done) detail::check_cuda(cudaEventCreateWithFlags(&e, cudaEventDisableTiming | cudaEventBlockingSync), "cudaEventCreate");
       detail::check_cuda(cudaMallocHost(reinterpret_cast<void**>(&heads), max_posted_device_receives * max_device_frame_head), "cudaMallocHost");

@@ -28,6 +28,7 @@
 #include <sparsesync/core/little_endian.hpp>
 #include <sparsesync/transport/detail/ucx_worker.hpp>
 #include <sparsesync/cuda/device_scope.hpp>
+#include <sparsesync/cuda/urgent_stream.hpp>
 #include <sparsesync/transport/detail/device_link_forwarding.hpp>
 #include <sparsesync/transport/device_link.hpp>
 #include <sparsesync/transport/error.hpp>
@@ -219,7 +220,7 @@ class ucx_device_link : public detail::device_link_forwarding<ucx_device_link<Co
       if (opt.device < 0) detail::check_cuda_ucx(cudaGetDevice(&opt.device), "cudaGetDevice");
       cuda::device_scope guard(opt.device, std::nothrow);
       device = opt.device;
-      detail::check_cuda_ucx(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
+      detail::check_cuda_ucx(cuda::create_urgent_stream(&stream), "cudaStreamCreateWithPriority");  // frames are not held up by the codec's passes
       detail::check_cuda_ucx(cudaEventCreateWithFlags(&after_event, cudaEventDisableTiming | cudaEventBlockingSync), "cudaEventCreate");
       detail::check_cuda_ucx(cudaEventCreateWithFlags(&head_done, cudaEventDisableTiming | cudaEventBlockingSync), "cudaEventCreate");
       detail::check_cuda_ucx(cudaMallocHost(reinterpret_cast<void**>(&head), max_device_frame_head), "cudaMallocHost");
