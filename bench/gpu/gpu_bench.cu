@@ -211,7 +211,8 @@ struct pol {
 };
 
 // Times only resolve + detect (the pass that reads the weights) for BF16 with policy P.
-template <class P>
+// TilesPerBlock 0: the library's grid (detect_grid); n: ceil(tiles / n) blocks, each taking tiles grid-stride.
+template <class P, unsigned TilesPerBlock = 0>
 double time_detect(const sc::device_bucket& b, const void* const* d_base, const void* const* d_target, const sc::encode_config& cfg,
                    int reps, bool hash_base) {
   namespace d = sc::detail;
@@ -222,12 +223,13 @@ double time_detect(const sc::device_bucket& b, const void* const* d_base, const 
   d::resolve_segments_kernel<sc::default_policy><<<1, 128>>>(b.segments, b.segment_count, d_base, d_target, 2, l.resolved);
   d::detect_params dp{l.resolved, b.segment_count, b.numel, l.tile_log2, cfg.mode, l.pos, l.val, cfg.max_changes,
                       l.tile_off, l.tile_cnt, &l.ctr->allocated, l.ctr->base, l.ctr->delta};
+  const unsigned grid = TilesPerBlock ? static_cast<unsigned>((l.num_tiles + TilesPerBlock - 1) / TilesPerBlock) : d::detect_grid(l.num_tiles);
   const double t = median_ms(reps, [&] {
     CK(cudaMemsetAsync(l.ctr, 0, sizeof(d::encode_counters)));
     if (hash_base)
-      d::detect_kernel<std::uint16_t, P, true><<<static_cast<unsigned>(l.num_tiles), P::detect_threads>>>(dp);
+      d::detect_kernel<std::uint16_t, P, true><<<grid, P::detect_threads>>>(dp);
     else
-      d::detect_kernel<std::uint16_t, P, false><<<static_cast<unsigned>(l.num_tiles), P::detect_threads>>>(dp);
+      d::detect_kernel<std::uint16_t, P, false><<<grid, P::detect_threads>>>(dp);
   });
   CK(cudaGetLastError());
   std::uint64_t allocated = 0;
@@ -367,13 +369,14 @@ int main(int argc, char** argv) {
           double (*fn)(const sc::device_bucket&, const void* const*, const void* const*, const sc::encode_config&, int, bool);
         };
         const variant vs[] = {{"128x4 min4 (default, known base)", &bp::time_detect<sc::default_policy::detect_known>},
+                              {"128x4 min4, 1 tile per block (before session 12)", &bp::time_detect<sc::default_policy::detect_known, 1>},
+                              {"128x4 min4, 2 tiles per block", &bp::time_detect<sc::default_policy::detect_known, 2>},
+                              {"128x4 min4, 4 tiles per block", &bp::time_detect<sc::default_policy::detect_known, 4>},
+                              {"128x4 min4, 16 tiles per block", &bp::time_detect<sc::default_policy::detect_known, 16>},
                               {"256x2 min4 (default, base hashed)", &bp::time_detect<sc::default_policy::detect_hashed>},
                               {"128x2 min8", &bp::time_detect<bp::pol<128, 2, 8>>},
-                              {"128x4 min6", &bp::time_detect<bp::pol<128, 4, 6>>},
                               {"128x4 min8", &bp::time_detect<bp::pol<128, 4, 8>>},
-                              {"256x2 min8", &bp::time_detect<bp::pol<256, 2, 8>>},
-                              {"64x4 min12", &bp::time_detect<bp::pol<64, 4, 12>>},
-                              {"256x1 min6", &bp::time_detect<bp::pol<256, 1, 6>>}};
+                              {"64x4 min12", &bp::time_detect<bp::pol<64, 4, 12>>}};
         for (const auto& v : vs) {
           for (int hash = 0; hash < 2; ++hash) {
             const double t = v.fn(tmp_plan.bucket(), reinterpret_cast<const void* const*>(d_base_ptr),

@@ -33,8 +33,20 @@ template <class Policy = default_policy>
 cudaError_t encode_bucket(void* d_temp, std::size_t& temp_bytes, const device_bucket& bucket, const void* const* d_base,
                           const void* const* d_target, unsigned char* d_out, std::size_t out_capacity, encode_result* d_result,
                           const encode_config& cfg, cudaStream_t stream = nullptr) {
-  return detail::dispatch_encode<Policy>(d_temp, temp_bytes, bucket, d_base, d_target, d_out, out_capacity, d_result, cfg, stream,
+  return detail::dispatch_encode<Policy>(d_temp, temp_bytes, bucket, d_base, d_target, d_out, out_capacity, d_result, cfg, {stream},
                                          detail::encode_phase::both);
+}
+
+// As above, the passes after the one that reads the weights on `rest`, ordered after it by `handoff` (an event
+// the caller owns; recorded on `stream`, waited for on `rest`). *d_result is written on `rest`: wait for `rest`.
+// Give `rest` a greater priority than `stream` when several encodes run side by side on other streams: their
+// read passes fill every SM, and a later pass of equal priority would queue behind all of them.
+template <class Policy = default_policy>
+cudaError_t encode_bucket(void* d_temp, std::size_t& temp_bytes, const device_bucket& bucket, const void* const* d_base,
+                          const void* const* d_target, unsigned char* d_out, std::size_t out_capacity, encode_result* d_result,
+                          const encode_config& cfg, cudaStream_t stream, cudaStream_t rest, cudaEvent_t handoff) {
+  return detail::dispatch_encode<Policy>(d_temp, temp_bytes, bucket, d_base, d_target, d_out, out_capacity, d_result, cfg,
+                                         {stream, rest, handoff}, detail::encode_phase::both);
 }
 
 // The first half of encode_bucket: reads the weights, and leaves in *d_result the frame size (status ok or
@@ -43,7 +55,7 @@ template <class Policy = default_policy>
 cudaError_t encode_bucket_detect(void* d_temp, std::size_t& temp_bytes, const device_bucket& bucket, const void* const* d_base,
                                  const void* const* d_target, encode_result* d_result, const encode_config& cfg,
                                  cudaStream_t stream = nullptr) {
-  return detail::dispatch_encode<Policy>(d_temp, temp_bytes, bucket, d_base, d_target, nullptr, 0, d_result, cfg, stream,
+  return detail::dispatch_encode<Policy>(d_temp, temp_bytes, bucket, d_base, d_target, nullptr, 0, d_result, cfg, {stream},
                                          detail::encode_phase::detect);
 }
 
@@ -54,7 +66,7 @@ template <class Policy = default_policy>
 cudaError_t encode_bucket_write(void* d_temp, std::size_t temp_bytes, const device_bucket& bucket, unsigned char* d_out,
                                 std::size_t out_capacity, encode_result* d_result, const encode_config& cfg, cudaStream_t stream = nullptr) {
   if (d_temp == nullptr) return cudaErrorInvalidValue;
-  return detail::dispatch_encode<Policy>(d_temp, temp_bytes, bucket, nullptr, nullptr, d_out, out_capacity, d_result, cfg, stream,
+  return detail::dispatch_encode<Policy>(d_temp, temp_bytes, bucket, nullptr, nullptr, d_out, out_capacity, d_result, cfg, {stream},
                                          detail::encode_phase::write);
 }
 

@@ -189,6 +189,13 @@ class encode_plan {
     cfg_.advance_base = on;
     reserve(cfg_.max_changes, out_.size());  // the old bits need scratch
   }
+  // The passes after the read of the weights go to `rest` (cuda::encode_bucket's split form; null: all on the plan's
+  // stream). The plan's stream waits for them after each encode, so what the caller enqueues there later (the
+  // snapshot advance, the next encode) comes after the whole encode. `rest` must outlive the plan.
+  void split_streams(cudaStream_t rest) {
+    rest_ = rest == stream_ ? nullptr : rest;
+    if (rest_ && !handoff_) handoff_ = std::make_unique<plan_event>();
+  }
   // Brings each written frame's header (bucket_header_bytes) to pinned host memory with the result, so that a
   // caller who needs it (the engine announces device frames by it) pays no second synchronization per bucket.
   void keep_frame_head(bool on) {
@@ -206,9 +213,10 @@ class encode_plan {
     target_ = d_target;
     std::size_t bytes = temp_bytes_;
     throw_on_cuda_error(encode_bucket(temp_.data(), bytes, bucket_, d_base, d_target, static_cast<unsigned char*>(out_.data()),
-                                      out_.size(), static_cast<encode_result*>(result_dev_.data()), cfg_, stream_),
+                                      out_.size(), static_cast<encode_result*>(result_dev_.data()), cfg_, stream_, rest_,
+                                      handoff_ ? handoff_->get() : nullptr),
                         "encode_bucket");
-    read_result_async();
+    read_result_async(rest_ ? rest_ : stream_);
   }
 
   // Waits for the encode (one event synchronization: work enqueued after it is not waited for) and returns
@@ -230,7 +238,7 @@ class encode_plan {
       throw_on_cuda_error(encode_bucket_write(temp_.data(), temp_bytes_, bucket_, static_cast<unsigned char*>(out_.data()), out_.size(),
                                               static_cast<encode_result*>(result_dev_.data()), cfg_, stream_),
                           "encode_bucket_write");
-      read_result_async();
+      read_result_async(stream_);
       return wait();
     }
     if (r.status != 0) throw cuda_error(cudaErrorUnknown, "encode: internal error (size and write passes disagree)");
@@ -261,18 +269,21 @@ class encode_plan {
   [[nodiscard]] const encode_config& config() const noexcept { return cfg_; }
 
  private:
-  void read_result_async() {
-    throw_on_cuda_error(cudaMemcpyAsync(result_.get(), result_dev_.data(), sizeof(encode_result), cudaMemcpyDeviceToHost, stream_),
-                        "read result");
+  // On `s`, the stream the encode ended on; the plan's stream then waits for it (a no-op when it is that stream).
+  void read_result_async(cudaStream_t s) {
+    throw_on_cuda_error(cudaMemcpyAsync(result_.get(), result_dev_.data(), sizeof(encode_result), cudaMemcpyDeviceToHost, s), "read result");
     // (Stale bytes when the encode did not write its frame: frame_head() is read only after a complete one.)
     if (keep_head_)
-      throw_on_cuda_error(cudaMemcpyAsync(head_->get()->data(), out_.data(), bucket_header_bytes, cudaMemcpyDeviceToHost, stream_),
+      throw_on_cuda_error(cudaMemcpyAsync(head_->get()->data(), out_.data(), bucket_header_bytes, cudaMemcpyDeviceToHost, s),
                           "read frame head");
-    throw_on_cuda_error(cudaEventRecord(done_, stream_), "cudaEventRecord");
+    throw_on_cuda_error(cudaEventRecord(done_, s), "cudaEventRecord");
+    if (s != stream_) throw_on_cuda_error(cudaStreamWaitEvent(stream_, done_, 0), "cudaStreamWaitEvent");
   }
 
   encode_config cfg_;
   cudaStream_t stream_;
+  cudaStream_t rest_ = nullptr;              // split_streams
+  std::unique_ptr<plan_event> handoff_;      // the read pass done, for rest_
   cudaEvent_t done_{};
   device_buffer segs_, temp_, out_, result_dev_;
   std::size_t temp_bytes_ = 0;

@@ -1,7 +1,7 @@
 // Change detection and compaction: the one pass of the encoder that reads the weights.
 //
-// A bucket's element space is cut into tiles of 2^tile_log2 elements (a tile never straddles a chunk). One
-// block per tile reads base and target once with 16-byte streaming loads (when the tile lies in one segment
+// A bucket's element space is cut into tiles of 2^tile_log2 elements (a tile never straddles a chunk). A block
+// takes a few tiles in turn (loading the next while it works on one) and reads base and target once with 16-byte streaming loads (when the tile lies in one segment
 // and both copies are 16-byte aligned; otherwise element by element across segments: hundreds of tiny tensors
 // share one launch), hashes the base elements if asked, finds changes with a per-thread mask, ranks them with
 // one block scan of packed per-iteration counts, reserves room for the tile's changes with one atomicAdd, and
@@ -96,38 +96,51 @@ SPARSESYNC_DEVICE tile_desc describe_tile(const resolved_segment* segs, std::uin
   return d;
 }
 
-// Loads a tile's base (and target) words into registers, packed: thread t owns words [(it*Threads + t)*vec,
-// +vec) for each it, in b[it] and t[it]; words past n read as 0 (and equal). Then calls visit(it, k, flat_index)
-// for each valid element.
-template <class W, int Threads, int Iters, bool Two, class Visit>
-SPARSESYNC_DEVICE void load_tile(const resolved_segment* segs, std::uint64_t first, std::uint32_t n, const tile_desc& d,
-                                 uint4 (&b)[Iters], uint4 (&t)[Iters], Visit&& visit) {
+// A tile's base (and target) words are loaded into registers, packed: thread t owns words [(it*Threads + t)*vec,
+// +vec) for each it, in b[it] and t[it]; words past n read as 0 (and equal).
+
+// The 16-byte loads of a fast tile (d.fast), issued without waiting for them: the registers fill while the caller
+// does other work (the detect kernel processes the tile before).
+template <class W, int Threads, int Iters, bool Two>
+SPARSESYNC_DEVICE void issue_fast_loads(const resolved_segment* segs, std::uint64_t first, std::uint32_t n, const tile_desc& d,
+                                        uint4 (&b)[Iters], uint4 (&t)[Iters]) {
   constexpr int vec = 16 / static_cast<int>(sizeof(W));
-  if (d.fast) {
-    const resolved_segment& sg = segs[d.seg_lo];
-    const std::uint64_t rel = first - sg.bucket_first;
-    const W* bp = static_cast<const W*>(sg.a) + rel;
-    const W* tp = Two ? static_cast<const W*>(sg.b) + rel : nullptr;
+  const resolved_segment& sg = segs[d.seg_lo];
+  const std::uint64_t rel = first - sg.bucket_first;
+  const W* bp = static_cast<const W*>(sg.a) + rel;
+  const W* tp = Two ? static_cast<const W*>(sg.b) + rel : nullptr;
 #pragma unroll
-    for (int it = 0; it < Iters; ++it) {
-      const std::uint32_t e0 = static_cast<std::uint32_t>((it * Threads + static_cast<int>(threadIdx.x)) * vec);
-      b[it] = make_uint4(0, 0, 0, 0);
-      t[it] = make_uint4(0, 0, 0, 0);
-      if (e0 < n) {
-        b[it] = __ldcs(reinterpret_cast<const uint4*>(bp + e0));
-        if constexpr (Two) t[it] = __ldcs(reinterpret_cast<const uint4*>(tp + e0));
-      }
+  for (int it = 0; it < Iters; ++it) {
+    const std::uint32_t e0 = static_cast<std::uint32_t>((it * Threads + static_cast<int>(threadIdx.x)) * vec);
+    b[it] = make_uint4(0, 0, 0, 0);
+    t[it] = make_uint4(0, 0, 0, 0);
+    if (e0 < n) {
+      b[it] = __ldcs(reinterpret_cast<const uint4*>(bp + e0));
+      if constexpr (Two) t[it] = __ldcs(reinterpret_cast<const uint4*>(tp + e0));
     }
-    const std::uint64_t flat0 = sg.flat_first + rel;
-#pragma unroll
-    for (int it = 0; it < Iters; ++it) {
-      const std::uint32_t e0 = static_cast<std::uint32_t>((it * Threads + static_cast<int>(threadIdx.x)) * vec);
-#pragma unroll
-      for (int k = 0; k < vec; ++k)
-        if (e0 + k < n) visit(it, k, flat0 + e0 + k);
-    }
-    return;
   }
+}
+
+// Calls visit(it, k, flat_index) for each valid element of a fast tile whose loads were issued.
+template <class W, int Threads, int Iters, class Visit>
+SPARSESYNC_DEVICE void visit_fast_tile(const resolved_segment* segs, std::uint64_t first, std::uint32_t n, const tile_desc& d, Visit&& visit) {
+  constexpr int vec = 16 / static_cast<int>(sizeof(W));
+  const resolved_segment& sg = segs[d.seg_lo];
+  const std::uint64_t flat0 = sg.flat_first + (first - sg.bucket_first);
+#pragma unroll
+  for (int it = 0; it < Iters; ++it) {
+    const std::uint32_t e0 = static_cast<std::uint32_t>((it * Threads + static_cast<int>(threadIdx.x)) * vec);
+#pragma unroll
+    for (int k = 0; k < vec; ++k)
+      if (e0 + k < n) visit(it, k, flat0 + e0 + k);
+  }
+}
+
+// Element by element across segments, for a tile that is not fast (hundreds of tiny tensors in one tile).
+template <class W, int Threads, int Iters, bool Two, class Visit>
+SPARSESYNC_DEVICE void load_slow_tile(const resolved_segment* segs, std::uint64_t first, std::uint32_t n, const tile_desc& d,
+                                      uint4 (&b)[Iters], uint4 (&t)[Iters], Visit&& visit) {
+  constexpr int vec = 16 / static_cast<int>(sizeof(W));
 #pragma unroll
   for (int it = 0; it < Iters; ++it) {
     const std::uint32_t e0 = static_cast<std::uint32_t>((it * Threads + static_cast<int>(threadIdx.x)) * vec);
@@ -147,6 +160,18 @@ SPARSESYNC_DEVICE void load_tile(const resolved_segment* segs, std::uint64_t fir
       }
     }
   }
+}
+
+// Loads a tile (as above), then calls visit(it, k, flat_index) for each valid element.
+template <class W, int Threads, int Iters, bool Two, class Visit>
+SPARSESYNC_DEVICE void load_tile(const resolved_segment* segs, std::uint64_t first, std::uint32_t n, const tile_desc& d,
+                                 uint4 (&b)[Iters], uint4 (&t)[Iters], Visit&& visit) {
+  if (d.fast) {
+    issue_fast_loads<W, Threads, Iters, Two>(segs, first, n, d, b, t);
+    visit_fast_tile<W, Threads, Iters>(segs, first, n, d, visit);
+    return;
+  }
+  load_slow_tile<W, Threads, Iters, Two>(segs, first, n, d, b, t, visit);
 }
 
 // Adds v (one per thread) over the block into slots[slot]; every thread must call it.
@@ -193,11 +218,22 @@ struct detect_params {
   void* out_old;  // non-null: fused snapshot advance (encode_config::advance_base); the old bits of each change go here
 };
 
-// One tile per block. Phase 1 (per thread, uniform work): 16-byte loads, base hashes, change mask. A block
-// scan ranks the changes; thread 0 reserves scratch (its atomic overlaps the staging). Phase 2: the tile is
+// Tiles per detect block (grid-stride): a block's start is paid once per several tiles. On an H200, 7e9 elements at
+// 1%: 8.06 ms with one tile per block, 7.60 with 8, read floor 6.22 (session 12, call C; 2 to 16 within 0.1 ms;
+// loading the next tile before processing this one doubled the registers and lost: 8.2-10 ms). Not persistent:
+// blocks still retire every few tiles, so kernels of higher priority (the device links' sends) and of other lanes
+// get onto the SMs within microseconds.
+inline constexpr unsigned detect_tiles_per_block = 8;
+
+inline unsigned detect_grid(std::uint64_t num_tiles) {
+  return static_cast<unsigned>((num_tiles + detect_tiles_per_block - 1) / detect_tiles_per_block);
+}
+
+// Tiles blockIdx.x, + gridDim.x, ... Phase 1 (per thread, uniform work): 16-byte loads, base hashes, change mask. A
+// block scan ranks the changes; thread 0 reserves scratch (its atomic overlaps the staging). Phase 2: the tile is
 // copied to shared memory and the changes' positions staged there in order, then the changes are processed
-// compacted, thread i taking change i: checksum
-// deltas (no divergence: a warp never hashes for one changed lane while 31 wait) and coalesced scratch writes.
+// compacted, thread i taking change i: checksum deltas (no divergence: a warp never hashes for one changed lane
+// while 31 wait) and coalesced scratch writes. The checksum partial sums are reduced once per block.
 // Shared memory per block: the tile's two copies and one u16 position per element.
 template <class W, class P, bool HashBase>
 SPARSESYNC_KERNEL void __launch_bounds__(P::detect_threads, P::detect_min_blocks) detect_kernel(detect_params p) {
@@ -215,97 +251,107 @@ SPARSESYNC_KERNEL void __launch_bounds__(P::detect_threads, P::detect_min_blocks
   __shared__ std::uint64_t s_warp[2][threads / 32];
   __shared__ std::uint64_t s_off;
 
-  const std::uint64_t tile = blockIdx.x;
-  const std::uint64_t first = tile << p.tile_log2;
   const std::uint32_t tile_elems = 1u << p.tile_log2;
-  const std::uint32_t n = static_cast<std::uint32_t>(p.numel - first < tile_elems ? p.numel - first : tile_elems);
-  const tile_desc d = describe_tile<W>(p.segments, p.segment_count, true, first, n, tile_elems);
-
-  uint4 b[iters], t[iters];
-  std::uint64_t mask = 0, base_sum = 0;
-  load_tile<W, threads, iters, true>(p.segments, first, n, d, b, t, [&](int it, int k, std::uint64_t flat) {
-    const W bw = vec_get<W>(b[it], k), tw = vec_get<W>(t[it], k);
-    if constexpr (HashBase) base_sum += element_hash(flat, bw);
-    if (bw != tw) mask |= std::uint64_t{1} << (it * vec + k);
-  });
-  // The tile goes to shared memory (16-byte stores, conflict-free) so that staging a change costs one u16
-  // store and the compacted pass reads its old and new words by position.
-#pragma unroll
-  for (int it = 0; it < iters; ++it) {
-    s_base[it * threads + static_cast<int>(threadIdx.x)] = b[it];
-    s_target[it * threads + static_cast<int>(threadIdx.x)] = t[it];
-  }
-
-  // Rank the changes: counts per iteration packed in 16-bit fields, one block scan.
+  const std::uint64_t num_tiles = (p.numel + tile_elems - 1) >> p.tile_log2;
+  const auto elements_of = [&](std::uint64_t tile) {
+    const std::uint64_t first = tile << p.tile_log2;
+    return static_cast<std::uint32_t>(p.numel - first < tile_elems ? p.numel - first : tile_elems);
+  };
   constexpr std::uint64_t vec_mask = (std::uint64_t{1} << vec) - 1;
-  std::uint64_t packed = 0;
-#pragma unroll
-  for (int it = 0; it < iters; ++it) packed |= static_cast<std::uint64_t>(__popcll((mask >> (it * vec)) & vec_mask)) << (16 * it);
-  std::uint64_t prefix = 0, agg = 0;
-  scan_t(scan_tmp).ExclusiveSum(packed, prefix, agg);
-  std::uint32_t total = 0;
-#pragma unroll
-  for (int it = 0; it < iters; ++it) total += static_cast<std::uint32_t>((agg >> (16 * it)) & 0xFFFF);
-  const std::uint32_t padded = (total + 7) & ~7u;
-  if (threadIdx.x == 0) {
-    std::uint64_t off = 0;
-    if (total) off = atomicAdd(reinterpret_cast<unsigned long long*>(p.allocated), static_cast<unsigned long long>(padded));
-    p.tile_off[tile] = off;
-    p.tile_cnt[tile] = total;
-    s_off = off;
-  }
-  std::uint32_t base_rank = 0;
-#pragma unroll
-  for (int it = 0; it < iters; ++it) {
-    std::uint32_t rank = base_rank + static_cast<std::uint32_t>((prefix >> (16 * it)) & 0xFFFF);
-    const std::uint32_t e0 = static_cast<std::uint32_t>((it * threads + static_cast<int>(threadIdx.x)) * vec);
-    // Only the set bits: at RL densities a thread has none or one per iteration.
-    for (std::uint64_t m = (mask >> (it * vec)) & vec_mask; m != 0; m &= m - 1)
-      s_pos[rank++] = static_cast<std::uint16_t>(e0 + static_cast<std::uint32_t>(__ffsll(static_cast<long long>(m)) - 1));
-    base_rank += static_cast<std::uint32_t>((agg >> (16 * it)) & 0xFFFF);
-  }
-  __syncthreads();  // staging and s_off are visible
-
-  const std::uint64_t off = s_off;
-  const bool store = total != 0 && off + padded <= p.capacity;
-  const bool advance = store && p.out_old != nullptr;  // block-uniform
-  if (advance && d.fast) {
-    // The target over the base, a 16-byte vector where it changed and its neighbour (the other half of the 32-byte
-    // sector, when the tile is so aligned) with it: whole sectors are written, none is read back. Unchanged
-    // elements get their own bits.
-    const resolved_segment& sg = p.segments[d.seg_lo];
-    W* bp = const_cast<W*>(static_cast<const W*>(sg.a)) + (first - sg.bucket_first);  // the caller's snapshot: advancing it is the point
-#pragma unroll
-    for (int it = 0; it < iters; ++it) {
-      const int slot = it * threads + static_cast<int>(threadIdx.x);
-      const bool here = ((mask >> (it * vec)) & vec_mask) != 0;
-      const bool pair = __shfl_xor_sync(0xFFFFFFFFu, here, 1) || here;
-      if (pair) reinterpret_cast<uint4*>(bp)[slot] = s_target[slot];
-    }
-  }
   W* vals = static_cast<W*>(p.out_val);
   W* olds = static_cast<W*>(p.out_old);
-  std::uint64_t delta_sum = 0;
-  const std::uint64_t flat0 = d.fast ? p.segments[d.seg_lo].flat_first + (first - p.segments[d.seg_lo].bucket_first) : 0;
-  for (std::uint32_t i = threadIdx.x; i < total; i += threads) {
-    const std::uint32_t pos = s_pos[i];
-    const W ow = reinterpret_cast<const W*>(s_base)[pos], nw = reinterpret_cast<const W*>(s_target)[pos];
-    std::uint64_t flat = flat0 + pos;
-    if (!d.fast) {
-      const resolved_segment& sg = p.segments[find_segment(p.segments, d.seg_lo, d.seg_hi + 1, first + pos)];
-      flat = sg.flat_first + (first + pos - sg.bucket_first);
-      if (advance) const_cast<W*>(static_cast<const W*>(sg.a))[first + pos - sg.bucket_first] = nw;
+  std::uint64_t base_sum = 0, delta_sum = 0;
+
+  uint4 b[iters], t[iters];
+  for (std::uint64_t tile = blockIdx.x; tile < num_tiles; tile += gridDim.x) {
+    const std::uint64_t first = tile << p.tile_log2;
+    const std::uint32_t n = elements_of(tile);
+    const tile_desc d = describe_tile<W>(p.segments, p.segment_count, true, first, n, tile_elems);
+    if (d.fast) issue_fast_loads<W, threads, iters, true>(p.segments, first, n, d, b, t);
+    std::uint64_t mask = 0;
+    const auto visit = [&](int it, int k, std::uint64_t flat) {
+      const W bw = vec_get<W>(b[it], k), tw = vec_get<W>(t[it], k);
+      if constexpr (HashBase) base_sum += element_hash(flat, bw);
+      if (bw != tw) mask |= std::uint64_t{1} << (it * vec + k);
+    };
+    if (d.fast) visit_fast_tile<W, threads, iters>(p.segments, first, n, d, visit);
+    else load_slow_tile<W, threads, iters, true>(p.segments, first, n, d, b, t, visit);
+    // The tile goes to shared memory (16-byte stores, conflict-free) so that staging a change costs one u16
+    // store and the compacted pass reads its old and new words by position.
+#pragma unroll
+    for (int it = 0; it < iters; ++it) {
+      s_base[it * threads + static_cast<int>(threadIdx.x)] = b[it];
+      s_target[it * threads + static_cast<int>(threadIdx.x)] = t[it];
     }
-    delta_sum += element_hash(flat, nw) - element_hash(flat, ow);
-    if (store) {
-      p.out_pos[off + i] = static_cast<std::uint16_t>(pos);
-      vals[off + i] = code_value<W>(p.mode, ow, nw);
-      if (advance) olds[off + i] = ow;
+
+    // Rank the changes: counts per iteration packed in 16-bit fields, one block scan.
+    std::uint64_t packed = 0;
+#pragma unroll
+    for (int it = 0; it < iters; ++it) packed |= static_cast<std::uint64_t>(__popcll((mask >> (it * vec)) & vec_mask)) << (16 * it);
+    std::uint64_t prefix = 0, agg = 0;
+    scan_t(scan_tmp).ExclusiveSum(packed, prefix, agg);
+    std::uint32_t total = 0;
+#pragma unroll
+    for (int it = 0; it < iters; ++it) total += static_cast<std::uint32_t>((agg >> (16 * it)) & 0xFFFF);
+    const std::uint32_t padded = (total + 7) & ~7u;
+    if (threadIdx.x == 0) {
+      std::uint64_t off = 0;
+      if (total) off = atomicAdd(reinterpret_cast<unsigned long long*>(p.allocated), static_cast<unsigned long long>(padded));
+      p.tile_off[tile] = off;
+      p.tile_cnt[tile] = total;
+      s_off = off;
     }
-  }
-  if (store && threadIdx.x < padded - total) {  // zero the padding so that readers of whole groups of 8 see defined bytes
-    p.out_pos[off + total + threadIdx.x] = 0;
-    vals[off + total + threadIdx.x] = 0;
+    std::uint32_t base_rank = 0;
+#pragma unroll
+    for (int it = 0; it < iters; ++it) {
+      std::uint32_t rank = base_rank + static_cast<std::uint32_t>((prefix >> (16 * it)) & 0xFFFF);
+      const std::uint32_t e0 = static_cast<std::uint32_t>((it * threads + static_cast<int>(threadIdx.x)) * vec);
+      // Only the set bits: at RL densities a thread has none or one per iteration.
+      for (std::uint64_t m = (mask >> (it * vec)) & vec_mask; m != 0; m &= m - 1)
+        s_pos[rank++] = static_cast<std::uint16_t>(e0 + static_cast<std::uint32_t>(__ffsll(static_cast<long long>(m)) - 1));
+      base_rank += static_cast<std::uint32_t>((agg >> (16 * it)) & 0xFFFF);
+    }
+    __syncthreads();  // staging and s_off are visible
+
+    const std::uint64_t off = s_off;
+    const bool store = total != 0 && off + padded <= p.capacity;
+    const bool advance = store && p.out_old != nullptr;  // block-uniform
+    if (advance && d.fast) {
+      // The target over the base, a 16-byte vector where it changed and its neighbour (the other half of the 32-byte
+      // sector, when the tile is so aligned) with it: whole sectors are written, none is read back. Unchanged
+      // elements get their own bits.
+      const resolved_segment& sg = p.segments[d.seg_lo];
+      W* bp = const_cast<W*>(static_cast<const W*>(sg.a)) + (first - sg.bucket_first);  // the caller's snapshot: advancing it is the point
+#pragma unroll
+      for (int it = 0; it < iters; ++it) {
+        const int slot = it * threads + static_cast<int>(threadIdx.x);
+        const bool here = ((mask >> (it * vec)) & vec_mask) != 0;
+        const bool pair = __shfl_xor_sync(0xFFFFFFFFu, here, 1) || here;
+        if (pair) reinterpret_cast<uint4*>(bp)[slot] = s_target[slot];
+      }
+    }
+    const std::uint64_t flat0 = d.fast ? p.segments[d.seg_lo].flat_first + (first - p.segments[d.seg_lo].bucket_first) : 0;
+    for (std::uint32_t i = threadIdx.x; i < total; i += threads) {
+      const std::uint32_t pos = s_pos[i];
+      const W ow = reinterpret_cast<const W*>(s_base)[pos], nw = reinterpret_cast<const W*>(s_target)[pos];
+      std::uint64_t flat = flat0 + pos;
+      if (!d.fast) {
+        const resolved_segment& sg = p.segments[find_segment(p.segments, d.seg_lo, d.seg_hi + 1, first + pos)];
+        flat = sg.flat_first + (first + pos - sg.bucket_first);
+        if (advance) const_cast<W*>(static_cast<const W*>(sg.a))[first + pos - sg.bucket_first] = nw;
+      }
+      delta_sum += element_hash(flat, nw) - element_hash(flat, ow);
+      if (store) {
+        p.out_pos[off + i] = static_cast<std::uint16_t>(pos);
+        vals[off + i] = code_value<W>(p.mode, ow, nw);
+        if (advance) olds[off + i] = ow;
+      }
+    }
+    if (store && threadIdx.x < padded - total) {  // zero the padding so that readers of whole groups of 8 see defined bytes
+      p.out_pos[off + total + threadIdx.x] = 0;
+      vals[off + total + threadIdx.x] = 0;
+    }
+    __syncthreads();  // the next tile reuses the shared staging
   }
 
   // Both checksum partial sums in one reduction.
@@ -323,7 +369,7 @@ SPARSESYNC_KERNEL void __launch_bounds__(P::detect_threads, P::detect_min_blocks
       sb += s_warp[0][w];
       sd += s_warp[1][w];
     }
-    const unsigned slot = static_cast<unsigned>(tile % hash_slots);
+    const unsigned slot = blockIdx.x % hash_slots;
     if (HashBase && sb) atomicAdd(reinterpret_cast<unsigned long long*>(p.base_slots + slot), static_cast<unsigned long long>(sb));
     if (sd) atomicAdd(reinterpret_cast<unsigned long long*>(p.delta_slots + slot), static_cast<unsigned long long>(sd));
   }

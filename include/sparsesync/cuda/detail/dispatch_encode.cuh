@@ -90,9 +90,10 @@ struct sum_loader {
   SPARSESYNC_DEVICE std::uint64_t operator()(std::uint64_t i) const { return v[i]; }
 };
 
+// The pass that reads the weights: counters reset, segments resolved, detect.
 template <class P>
-cudaError_t encode_detect(const encode_layout& l, const device_bucket& b, const void* const* d_base, const void* const* d_target,
-                          encode_result* d_result, const encode_config& cfg, cudaStream_t stream) {
+cudaError_t encode_find(const encode_layout& l, const device_bucket& b, const void* const* d_base, const void* const* d_target,
+                        const encode_config& cfg, cudaStream_t stream) {
   SPARSESYNC_CUDA_TRY(cudaMemsetAsync(l.ctr, 0, sizeof(encode_counters), stream));
   if (l.num_tiles > 0x7FFFFFFFull) return cudaErrorInvalidValue;
   resolve_segments_kernel<P><<<(b.segment_count + 127) / 128, 128, 0, stream>>>(b.segments, b.segment_count, d_base, d_target, l.w,
@@ -100,24 +101,31 @@ cudaError_t encode_detect(const encode_layout& l, const device_bucket& b, const 
   SPARSESYNC_CUDA_LAUNCH_CHECK(stream);
   detect_params dp{l.resolved, b.segment_count, b.numel, l.tile_log2, cfg.mode, l.pos, l.val, cfg.max_changes,
                    l.tile_off, l.tile_cnt, &l.ctr->allocated, l.ctr->base, l.ctr->delta, cfg.advance_base ? l.old : nullptr};
-  chunk_pass_params cp{b.numel,       static_cast<std::uint32_t>(l.chunk_count), cfg.log2_chunk, l.tile_log2, l.num_tiles, cfg.encoder,
-                       cfg.mode,      l.pos, l.val, l.tile_off, l.tile_cnt, cfg.max_changes, l.plans, l.chunk_bytes, l.chunk_off,
-                       l.ctr,         nullptr, 0, b.segment_count, l.resolved, l.aux};
   if (cfg.encoder == encoder_id::entropy) {
     if (l.chunk_count > 0x7FFFFFFFull) return cudaErrorInvalidValue;
     SPARSESYNC_CUDA_TRY(cudaMemsetAsync(l.ent.region_next, 0, sizeof(unsigned long long), stream));
   }
-  const unsigned grid = static_cast<unsigned>(l.num_tiles);
-  const unsigned chunk_grid = static_cast<unsigned>((l.chunk_count + P::chunk_threads - 1) / P::chunk_threads);
-  const unsigned warp_grid = static_cast<unsigned>((l.chunk_count * 32 + P::chunk_threads - 1) / P::chunk_threads);
   using DK = typename P::detect_known;
   using DH = typename P::detect_hashed;
-  cudaError_t err = visit_width(l.w, [&]<class W>() -> cudaError_t {
+  return visit_width(l.w, [&]<class W>() -> cudaError_t {
     if (cfg.known_base)
-      detect_kernel<W, DK, false><<<grid, DK::detect_threads, 0, stream>>>(dp);
+      detect_kernel<W, DK, false><<<detect_grid(l.num_tiles), DK::detect_threads, 0, stream>>>(dp);
     else
-      detect_kernel<W, DH, true><<<grid, DH::detect_threads, 0, stream>>>(dp);
+      detect_kernel<W, DH, true><<<detect_grid(l.num_tiles), DH::detect_threads, 0, stream>>>(dp);
     SPARSESYNC_CUDA_LAUNCH_CHECK(stream);
+    return cudaSuccess;
+  });
+}
+
+// From the detected changes: each chunk's size, their offsets, and (with d_result) the frame size in *d_result.
+template <class P>
+cudaError_t encode_size(const encode_layout& l, const device_bucket& b, encode_result* d_result, const encode_config& cfg, cudaStream_t stream) {
+  chunk_pass_params cp{b.numel,       static_cast<std::uint32_t>(l.chunk_count), cfg.log2_chunk, l.tile_log2, l.num_tiles, cfg.encoder,
+                       cfg.mode,      l.pos, l.val, l.tile_off, l.tile_cnt, cfg.max_changes, l.plans, l.chunk_bytes, l.chunk_off,
+                       l.ctr,         nullptr, 0, b.segment_count, l.resolved, l.aux};
+  const unsigned chunk_grid = static_cast<unsigned>((l.chunk_count + P::chunk_threads - 1) / P::chunk_threads);
+  const unsigned warp_grid = static_cast<unsigned>((l.chunk_count * 32 + P::chunk_threads - 1) / P::chunk_threads);
+  cudaError_t err = visit_width(l.w, [&]<class W>() -> cudaError_t {
     if (warp_encoder(cfg.encoder))
       warp_size_kernel<W, P><<<warp_grid, P::chunk_threads, 0, stream>>>(cp);
     else if (cfg.encoder == encoder_id::entropy)
@@ -170,10 +178,20 @@ cudaError_t encode_write(const encode_layout& l, const device_bucket& b, unsigne
 
 enum class encode_phase { detect, write, both };
 
+// Where the passes of one encode run: `read` takes the pass that reads the weights, `rest` (when set and not
+// `read`) every pass after it, ordered after the read through `handoff` (an event the caller owns). The later
+// passes are small kernels; on a stream of greater priority they start as soon as the read is done instead of
+// queueing behind other streams' read passes, whose blocks fill every SM (session 12: encode lanes).
+struct encode_streams {
+  cudaStream_t read = nullptr;
+  cudaStream_t rest = nullptr;
+  cudaEvent_t handoff = nullptr;
+};
+
 template <class P>
 cudaError_t dispatch_encode(void* d_temp, std::size_t& temp_bytes, const device_bucket& b, const void* const* d_base,
                             const void* const* d_target, unsigned char* d_out, std::size_t out_capacity, encode_result* d_result,
-                            const encode_config& cfg, cudaStream_t stream, encode_phase phase) {
+                            const encode_config& cfg, encode_streams streams, encode_phase phase) {
   static_assert(tuning_policy<P>, "sparsesync: the CUDA tuning policy must satisfy sparsesync::cuda::tuning_policy");
   if (!valid_config(b, cfg)) return cudaErrorInvalidValue;
   const encode_layout l = cfg.known_base ? carve_encode<typename P::detect_known>(d_temp, b, cfg)
@@ -183,13 +201,21 @@ cudaError_t dispatch_encode(void* d_temp, std::size_t& temp_bytes, const device_
     return cudaSuccess;
   }
   if (temp_bytes < l.bytes) return cudaErrorInvalidValue;
+  const bool split = streams.rest != nullptr && streams.rest != streams.read;
+  if (split && streams.handoff == nullptr) return cudaErrorInvalidValue;
+  cudaStream_t rest = split ? streams.rest : streams.read;
   if (phase != encode_phase::write) {
     if (d_base == nullptr || d_target == nullptr) return cudaErrorInvalidValue;
-    SPARSESYNC_CUDA_TRY(encode_detect<P>(l, b, d_base, d_target, phase == encode_phase::detect ? d_result : nullptr, cfg, stream));
+    SPARSESYNC_CUDA_TRY(encode_find<P>(l, b, d_base, d_target, cfg, streams.read));
+    if (split) {
+      SPARSESYNC_CUDA_TRY(cudaEventRecord(streams.handoff, streams.read));
+      SPARSESYNC_CUDA_TRY(cudaStreamWaitEvent(rest, streams.handoff, 0));
+    }
+    SPARSESYNC_CUDA_TRY(encode_size<P>(l, b, phase == encode_phase::detect ? d_result : nullptr, cfg, rest));
   }
   if (phase != encode_phase::detect) {
     if (d_out == nullptr || d_result == nullptr) return cudaErrorInvalidValue;
-    SPARSESYNC_CUDA_TRY(encode_write<P>(l, b, d_out, out_capacity, d_result, cfg, stream));
+    SPARSESYNC_CUDA_TRY(encode_write<P>(l, b, d_out, out_capacity, d_result, cfg, rest));
   }
   return cudaSuccess;
 }

@@ -226,6 +226,7 @@ class device_encoder_impl final : public sync::device_encoder_backend {
   explicit device_encoder_impl(const device_source_options& opt)
       : opt_(opt), weights_ptrs_(opt.stream), snapshot_ptrs_(opt.stream), zero_(opt.stream), base_ptrs_(opt.stream) {
     for (unsigned i = 1; i < std::max(2u, opt_.encode_lanes); ++i) aux_.push_back(std::make_unique<owned_stream>());
+    for (std::size_t i = 0; i <= aux_.size(); ++i) rest_.push_back(std::make_unique<owned_stream>(owned_stream::urgent_tag{}));
   }
 
   ~device_encoder_impl() override {
@@ -249,6 +250,9 @@ class device_encoder_impl final : public sync::device_encoder_backend {
       cfg.bucket_index = static_cast<std::uint32_t>(i);
       cfg.max_changes = static_cast<std::uint64_t>(static_cast<double>(plans_[i].numel()) * opt_.expected_density) + 65536;
       encoders_.push_back(std::make_unique<encode_plan>(layout_, plans_[i], cfg, lane(i)));
+      // The small passes after each read on a stream of greater priority: with one stream per lane they queued
+      // behind the other lanes' reads, and each lane's next bucket waited for that (session 12, call C/D).
+      encoders_.back()->split_streams(rest_[i % rest_.size()]->get());
       encoders_.back()->keep_frame_head(opt_.frames_on_device);  // the announce's header comes down with the result
       // The snapshot advance in the encode's own read of each tile: no second pass over the changes. (A snapshot in
       // host memory keeps the separate pass: whole sectors written over the bus would cost more than the changes.)
@@ -492,6 +496,7 @@ class device_encoder_impl final : public sync::device_encoder_backend {
   encoder_id encoder_ = encoder_id::rice;
   encode_options enc_;
   std::vector<std::unique_ptr<owned_stream>> aux_;  // bucket i is encoded on lane(i): `stream` or one of these
+  std::vector<std::unique_ptr<owned_stream>> rest_;  // per lane, at the greatest priority: the passes after the read
   std::shared_ptr<frame_heap> heap_ = std::make_shared<frame_heap>();  // frames come down (or out) on its stream; kept frames hold it
   cuda_event start_;
   cuda_event advanced_;    // a lane's deferred advances, for `stream` to wait on
