@@ -95,6 +95,7 @@ class timed_link {
     if (timeline_) g_timeline.mark("worker0_frame_received");
     ++frames;
   }
+  [[nodiscard]] bool received_device() { return inner_.received_device(); }
   void abort() noexcept { inner_.abort(); }
   [[nodiscard]] nccl_link_stats stats() const { return inner_.stats(); }
   void mark_timeline(bool on) { timeline_ = on; }  // worker 0's link: its receives go on the timeline
@@ -108,6 +109,7 @@ class timed_link {
   bool timeline_ = false;
 };
 using link_t = timed_link;
+static_assert(polled_device_link<link_t>, "the bench's link must keep nccl_link's eager hand-off (device_link requirement 8)");
 
 // Calls f, adding its duration in ms to `into` (also when it throws).
 template <class F>

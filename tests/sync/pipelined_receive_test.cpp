@@ -30,6 +30,8 @@ struct link_log {
   std::vector<std::string> calls;  // "post", "complete", "receive" (the unpipelined call), in order
   std::size_t most_posted = 0;
   long flip_frame = -1;  // damages the frame with this index (counted over all versions) on arrival
+  bool landed = false;   // received_device(): every posted frame has landed at once (else: none until completed)
+  std::size_t polls = 0;
 };
 
 // A pipelined device_link over an inproc_transport whose peer is a host sender.
@@ -66,6 +68,10 @@ class host_pipelined_link {
     log_->calls.push_back("complete");
     land(head);
   }
+  bool received_device() {
+    ++log_->polls;
+    return log_->landed && !posted_.empty();
+  }
   void abort() noexcept { inner_.close(); }
 
  private:
@@ -99,6 +105,7 @@ class host_pipelined_link {
 };
 static_assert(check_device_link<host_pipelined_link>);
 static_assert(pipelined_device_link<host_pipelined_link>);
+static_assert(polled_device_link<host_pipelined_link>);
 
 // A device_frame_sink whose "device memory" is host memory: each slot is its own zeroed buffer, and a frame is
 // verified by the host_sink it wraps once it is added.
@@ -227,4 +234,44 @@ TEST_CASE("pipelined device receives: posted ahead as far as the link takes, han
   CHECK(outcomes[4].rfind("refused: payload checksum mismatch", 0) == 0);
   CHECK(outcomes[5] == "v5 full");
   CHECK(outcomes[6] == "v6");
+}
+
+TEST_CASE("pipelined device receives over a polled link: a frame that has landed is handed on at once, not when the window fills") {
+  const auto layout = layout_for_test();
+  host_model trainer(layout);
+  fill_random(trainer, 11);
+  sync::sender_options so;
+  so.encode.log2_chunk = 10;
+  sync::sender<auto_encoder, fixed_bytes, inproc_transport> tx(layout, so, fixed_bytes{4096});
+  auto [a, b] = make_inproc_pair();
+  tx.add_receiver(std::move(b));
+  auto log = std::make_shared<link_log>();
+  log->landed = true;
+  host_model worker(layout);
+  const auto views = worker.mutable_views();
+  sync::receiver<host_pipelined_link, host_frame_sink> rx(layout, host_frame_sink(views), host_pipelined_link(std::move(a), log));
+  std::thread applier([&] {
+    while (rx.next()) {
+    }
+  });
+  REQUIRE(tx.wait_for_receivers(1, std::chrono::seconds(20)));
+  REQUIRE(tx.publish(1, trainer.views()).acknowledged == 1);
+  log->calls.clear();
+  log->polls = 0;
+  for (std::uint64_t v = 2; v <= 3; ++v) {
+    perturb_ulp(trainer, 0.02, v);
+    REQUIRE(tx.publish(v, trainer.views()).acknowledged == 1);
+    std::shared_lock lock(rx.weights_mutex());
+    REQUIRE(worker == trainer);
+  }
+  const auto posts = std::count(log->calls.begin(), log->calls.end(), "post");
+  CHECK(posts >= 6);
+  CHECK(log->polls >= static_cast<std::size_t>(posts));
+  CHECK(log->most_posted == 1);  // never more than the frame just announced: each one left as soon as it was posted
+  for (std::size_t i = 0; i + 1 < log->calls.size(); i += 2) {
+    CHECK(log->calls[i] == "post");
+    CHECK(log->calls[i + 1] == "complete");
+  }
+  tx.close();
+  applier.join();
 }

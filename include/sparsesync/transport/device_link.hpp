@@ -56,6 +56,12 @@ inline constexpr std::size_t max_device_frame_head = 256;
 //  7. `l.complete_receive_device(std::span<unsigned char> head)` waits for the oldest posted receive as requirement 4
 //     waits (same errors, same timeout), with its first head.size() bytes copied to `head`.
 // receive_device() is then post_receive_device() followed by complete_receive_device().
+// A pipelined device link L is also a `polled_device_link` when it can say, without waiting, whether the oldest
+// posted receive is done, so that a receiver hands each frame on as soon as it has landed instead of when the
+// posting window is full (three frames later):
+//  8. `l.received_device()` returns true when complete_receive_device() would not wait for the GPU (the oldest
+//     posted receive's frame is there, or the receive failed and complete_receive_device() will say so), false
+//     otherwise (also when no receive is posted); it never throws and never blocks on the peer.
 inline constexpr std::size_t max_posted_device_receives = 4;
 
 namespace detail {
@@ -73,6 +79,10 @@ template <class L>
 concept device_link_req6_post_receive = requires(L& l, void* dst, std::size_t n, void* after) { l.post_receive_device(dst, n, after); };
 template <class L>
 concept device_link_req7_complete_receive = requires(L& l, std::span<unsigned char> head) { l.complete_receive_device(head); };
+template <class L>
+concept device_link_req8_received = requires(L& l) {
+  { l.received_device() } -> std::same_as<bool>;
+};
 }  // namespace detail
 
 template <class L>
@@ -81,6 +91,9 @@ concept device_link = transport<L> && detail::device_link_req2_opts_in<L> && det
 
 template <class L>
 concept pipelined_device_link = device_link<L> && detail::device_link_req6_post_receive<L> && detail::device_link_req7_complete_receive<L>;
+
+template <class L>
+concept polled_device_link = pipelined_device_link<L> && detail::device_link_req8_received<L>;
 
 namespace detail {
 template <class L>

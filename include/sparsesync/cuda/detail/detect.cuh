@@ -53,6 +53,26 @@ SPARSESYNC_DEVICE void vec_set(uint4& v, int k, W value) {
   else v.w |= x;
 }
 
+// Bit k set where element k of the two 16-byte vectors differs (vec_get order), by SIMD compares of whole words.
+template <class W>
+SPARSESYNC_DEVICE unsigned change_bits(const uint4& a, const uint4& b) {
+  const std::uint32_t x[4] = {a.x, a.y, a.z, a.w}, y[4] = {b.x, b.y, b.z, b.w};
+  unsigned bits = 0;
+#pragma unroll
+  for (int w = 0; w < 4; ++w) {
+    if constexpr (sizeof(W) == 1) {
+      const std::uint32_t ne = __vcmpne4(x[w], y[w]);  // 0xFF per differing byte
+      bits |= ((ne & 1u) | ((ne >> 7) & 2u) | ((ne >> 14) & 4u) | ((ne >> 21) & 8u)) << (4 * w);
+    } else if constexpr (sizeof(W) == 2) {
+      const std::uint32_t ne = __vcmpne2(x[w], y[w]);  // 0xFFFF per differing half
+      bits |= ((ne & 1u) | ((ne >> 15) & 2u)) << (2 * w);
+    } else {
+      bits |= static_cast<unsigned>(x[w] != y[w]) << w;
+    }
+  }
+  return bits;
+}
+
 // Largest s in [lo, hi) with segs[s].bucket_first <= e (segs[lo].bucket_first <= e is given), found by the
 // whole warp (all 32 lanes call it with the same arguments) in ceil(log32(hi - lo)) rounds of independent
 // loads. A binary search chains log2(hi - lo) dependent loads, which at the start of every tile would stall
@@ -229,12 +249,12 @@ inline unsigned detect_grid(std::uint64_t num_tiles) {
   return static_cast<unsigned>((num_tiles + detect_tiles_per_block - 1) / detect_tiles_per_block);
 }
 
-// Tiles blockIdx.x, + gridDim.x, ... Phase 1 (per thread, uniform work): 16-byte loads, base hashes, change mask. A
-// block scan ranks the changes; thread 0 reserves scratch (its atomic overlaps the staging). Phase 2: the tile is
-// copied to shared memory and the changes' positions staged there in order, then the changes are processed
-// compacted, thread i taking change i: checksum deltas (no divergence: a warp never hashes for one changed lane
-// while 31 wait) and coalesced scratch writes. The checksum partial sums are reduced once per block.
-// Shared memory per block: the tile's two copies and one u16 position per element.
+// Tiles blockIdx.x, + gridDim.x, ... Phase 1 (per thread, uniform work): 16-byte loads, base hashes (or, with a known
+// base, SIMD word compares only), change mask. A block scan ranks the changes; thread 0 reserves scratch (its
+// atomic overlaps the staging). Phase 2: each change's position, old and new bits are staged in shared memory at
+// its rank, then the changes are processed compacted, thread i taking change i: checksum deltas (no divergence: a
+// warp never hashes for one changed lane while 31 wait) and coalesced scratch writes. The checksum partial sums
+// are reduced once per block. Shared memory per block: room for every element of a tile changing.
 template <class W, class P, bool HashBase>
 SPARSESYNC_KERNEL void __launch_bounds__(P::detect_threads, P::detect_min_blocks) detect_kernel(detect_params p) {
   constexpr int threads = P::detect_threads;
@@ -245,9 +265,10 @@ SPARSESYNC_KERNEL void __launch_bounds__(P::detect_threads, P::detect_min_blocks
   static_assert(sizeof(typename scan_t::TempStorage) + tile_max * (2 + 2 * sizeof(W)) + 16 * threads / 32 + 8 <= 48 * 1024,
                 "sparsesync: detect tile too large for static shared memory; lower detect_iters or detect_threads");
   __shared__ typename scan_t::TempStorage scan_tmp;
+  // The tile's changes in order: tile-relative position, old and new bits (room for every element).
   __shared__ std::uint16_t s_pos[tile_max];
-  __shared__ uint4 s_base[threads * iters];  // the tile's words, as loaded (element e at W offset e)
-  __shared__ uint4 s_target[threads * iters];
+  __shared__ W s_old[tile_max];
+  __shared__ W s_new[tile_max];
   __shared__ std::uint64_t s_warp[2][threads / 32];
   __shared__ std::uint64_t s_off;
 
@@ -274,16 +295,16 @@ SPARSESYNC_KERNEL void __launch_bounds__(P::detect_threads, P::detect_min_blocks
       if constexpr (HashBase) base_sum += element_hash(flat, bw);
       if (bw != tw) mask |= std::uint64_t{1} << (it * vec + k);
     };
-    if (d.fast) visit_fast_tile<W, threads, iters>(p.segments, first, n, d, visit);
-    else load_slow_tile<W, threads, iters, true>(p.segments, first, n, d, b, t, visit);
-    // The tile goes to shared memory (16-byte stores, conflict-free) so that staging a change costs one u16
-    // store and the compacted pass reads its old and new words by position.
+    if (d.fast && !HashBase) {
+      // Only the change mask is needed: SIMD compares of whole words (words past n were loaded as zeros on both
+      // sides, so they never count as changed).
 #pragma unroll
-    for (int it = 0; it < iters; ++it) {
-      s_base[it * threads + static_cast<int>(threadIdx.x)] = b[it];
-      s_target[it * threads + static_cast<int>(threadIdx.x)] = t[it];
+      for (int it = 0; it < iters; ++it) mask |= static_cast<std::uint64_t>(change_bits<W>(b[it], t[it])) << (it * vec);
+    } else if (d.fast) {
+      visit_fast_tile<W, threads, iters>(p.segments, first, n, d, visit);
+    } else {
+      load_slow_tile<W, threads, iters, true>(p.segments, first, n, d, b, t, visit);
     }
-
     // Rank the changes: counts per iteration packed in 16-bit fields, one block scan.
     std::uint64_t packed = 0;
 #pragma unroll
@@ -306,9 +327,15 @@ SPARSESYNC_KERNEL void __launch_bounds__(P::detect_threads, P::detect_min_blocks
     for (int it = 0; it < iters; ++it) {
       std::uint32_t rank = base_rank + static_cast<std::uint32_t>((prefix >> (16 * it)) & 0xFFFF);
       const std::uint32_t e0 = static_cast<std::uint32_t>((it * threads + static_cast<int>(threadIdx.x)) * vec);
-      // Only the set bits: at RL densities a thread has none or one per iteration.
-      for (std::uint64_t m = (mask >> (it * vec)) & vec_mask; m != 0; m &= m - 1)
-        s_pos[rank++] = static_cast<std::uint16_t>(e0 + static_cast<std::uint32_t>(__ffsll(static_cast<long long>(m)) - 1));
+      // Only the set bits: at RL densities a thread has none or one per iteration. Only changes go to shared
+      // memory, not the whole tile: the compacted pass then reads them in order, conflict-free.
+      for (std::uint64_t m = (mask >> (it * vec)) & vec_mask; m != 0; m &= m - 1) {
+        const int k = __ffsll(static_cast<long long>(m)) - 1;
+        s_pos[rank] = static_cast<std::uint16_t>(e0 + static_cast<std::uint32_t>(k));
+        s_old[rank] = vec_get<W>(b[it], k);
+        s_new[rank] = vec_get<W>(t[it], k);
+        ++rank;
+      }
       base_rank += static_cast<std::uint32_t>((agg >> (16 * it)) & 0xFFFF);
     }
     __syncthreads();  // staging and s_off are visible
@@ -327,13 +354,13 @@ SPARSESYNC_KERNEL void __launch_bounds__(P::detect_threads, P::detect_min_blocks
         const int slot = it * threads + static_cast<int>(threadIdx.x);
         const bool here = ((mask >> (it * vec)) & vec_mask) != 0;
         const bool pair = __shfl_xor_sync(0xFFFFFFFFu, here, 1) || here;
-        if (pair) reinterpret_cast<uint4*>(bp)[slot] = s_target[slot];
+        if (pair) reinterpret_cast<uint4*>(bp)[slot] = t[it];
       }
     }
     const std::uint64_t flat0 = d.fast ? p.segments[d.seg_lo].flat_first + (first - p.segments[d.seg_lo].bucket_first) : 0;
     for (std::uint32_t i = threadIdx.x; i < total; i += threads) {
       const std::uint32_t pos = s_pos[i];
-      const W ow = reinterpret_cast<const W*>(s_base)[pos], nw = reinterpret_cast<const W*>(s_target)[pos];
+      const W ow = s_old[i], nw = s_new[i];
       std::uint64_t flat = flat0 + pos;
       if (!d.fast) {
         const resolved_segment& sg = p.segments[find_segment(p.segments, d.seg_lo, d.seg_hi + 1, first + pos)];

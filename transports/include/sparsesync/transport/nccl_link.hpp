@@ -429,6 +429,16 @@ class nccl_link : public detail::device_link_forwarding<nccl_link<Control>, /*Pi
       }
     }
 
+    // Whether complete_receive would find the oldest posted receive done (or failed: it then reports that).
+    // post_receive recorded its event before returning, so a query never sees an unrecorded one.
+    bool receive_arrived() noexcept {
+      std::lock_guard lock(mutex);
+      if (receives.empty()) return false;
+      if (aborted) return true;
+      on_device guard(device, std::nothrow);
+      return cudaEventQuery(recv_done[receives.front().slot]) != cudaErrorNotReady;
+    }
+
     // Waits for the oldest posted receive; the watchdog aborts the communicator (which ends the receive) when it
     // has not come within the timeout.
     void complete_receive(std::span<unsigned char> out_head) {

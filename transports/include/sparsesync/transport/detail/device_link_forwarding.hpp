@@ -38,6 +38,12 @@ class device_link_forwarding {
   {
     state().complete_receive(head);
   }
+  // Requirement 8: the state's receive_arrived().
+  [[nodiscard]] bool received_device()
+    requires Pipelined
+  {
+    return state().receive_arrived();
+  }
   void abort() noexcept { state().abort("aborted by its owner"); }
 
   [[nodiscard]] bool aborted() const {
