@@ -1,9 +1,9 @@
 // Change detection and compaction: the one pass of the encoder that reads the weights.
 //
 // A bucket's element space is cut into tiles of 2^tile_log2 elements (a tile never straddles a chunk). A block
-// takes a few tiles in turn (loading the next while it works on one) and reads base and target once with 16-byte streaming loads (when the tile lies in one segment
-// and both copies are 16-byte aligned; otherwise element by element across segments: hundreds of tiny tensors
-// share one launch), hashes the base elements if asked, finds changes with a per-thread mask, ranks them with
+// takes a few tiles in turn and reads base and target once with 16-byte streaming loads (when the tile lies in one
+// segment and both copies are 16-byte aligned; otherwise element by element across segments: hundreds of tiny
+// tensors share one launch), hashes the base elements if asked, finds changes with a per-thread mask, ranks them with
 // one block scan of packed per-iteration counts, reserves room for the tile's changes with one atomicAdd, and
 // writes (tile-relative u16 position, coded value) pairs there. Tiles land in scratch in any order; the
 // per-tile (offset, count) table lets the chunk kernels read each chunk's changes in order.
@@ -118,9 +118,8 @@ SPARSESYNC_DEVICE tile_desc describe_tile(const resolved_segment* segs, std::uin
 
 // A tile's base (and target) words are loaded into registers, packed: thread t owns words [(it*Threads + t)*vec,
 // +vec) for each it, in b[it] and t[it]; words past n read as 0 (and equal).
-
-// The 16-byte loads of a fast tile (d.fast), issued without waiting for them: the registers fill while the caller
-// does other work (the detect kernel processes the tile before).
+//
+// The 16-byte loads of a fast tile (d.fast).
 template <class W, int Threads, int Iters, bool Two>
 SPARSESYNC_DEVICE void issue_fast_loads(const resolved_segment* segs, std::uint64_t first, std::uint32_t n, const tile_desc& d,
                                         uint4 (&b)[Iters], uint4 (&t)[Iters]) {
