@@ -455,8 +455,9 @@ class nccl_link : public detail::device_link_forwarding<nccl_link<Control>, /*Pi
       trace("receive settled");
     }
 
-    // Whether complete_receive would find the oldest posted receive done (or failed: it then reports that).
-    // post_receive recorded its event before returning, so a query never sees an unrecorded one.
+    // Whether complete_receive would find the oldest posted receive done (or failed: it then reports that). Its
+    // event is queried only once its deferred enqueue has settled and the event is recorded: an unrecorded event
+    // would read as done.
     bool receive_arrived() noexcept {
       std::lock_guard lock(mutex);
       if (receives.empty()) return false;
