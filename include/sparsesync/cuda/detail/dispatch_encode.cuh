@@ -90,6 +90,30 @@ struct sum_loader {
   SPARSESYNC_DEVICE std::uint64_t operator()(std::uint64_t i) const { return v[i]; }
 };
 
+// The chunk passes' parameters (size: no output yet) and grids: a warp per chunk or a thread per chunk.
+inline chunk_pass_params chunk_params_of(const encode_layout& l, const device_bucket& b, const encode_config& cfg,
+                                         unsigned char* d_out = nullptr, std::size_t out_capacity = 0) {
+  return {b.numel,       static_cast<std::uint32_t>(l.chunk_count), cfg.log2_chunk, l.tile_log2, l.num_tiles, cfg.encoder,
+          cfg.mode,      l.pos, l.val, l.tile_off, l.tile_cnt, cfg.max_changes, l.plans, l.chunk_bytes, l.chunk_off,
+          l.ctr,         d_out, out_capacity, b.segment_count, l.resolved, l.aux};
+}
+template <class P>
+unsigned thread_per_chunk_grid(const encode_layout& l) {
+  return static_cast<unsigned>((l.chunk_count + P::chunk_threads - 1) / P::chunk_threads);
+}
+template <class P>
+unsigned warp_per_chunk_grid(const encode_layout& l) {
+  return static_cast<unsigned>((l.chunk_count * 32 + P::chunk_threads - 1) / P::chunk_threads);
+}
+
+// The finalize pass's parameters: after the size pass (`written` false: the frame size only) or the write pass.
+inline finalize_params finalize_params_of(const encode_layout& l, const device_bucket& b, const encode_config& cfg, bool written,
+                                          unsigned char* d_out, std::size_t out_capacity, encode_result* d_result) {
+  return {b.segments, b.segment_count, cfg.bucket_index, cfg.encoder, cfg.mode, b.dtype, cfg.log2_chunk, b.numel,
+          static_cast<std::uint32_t>(l.chunk_count), cfg.max_changes, l.ctr, cfg.known_base, cfg.base_checksum, written,
+          d_out, out_capacity, d_result};
+}
+
 // The pass that reads the weights: counters reset, segments resolved, detect.
 template <class P>
 cudaError_t encode_find(const encode_layout& l, const device_bucket& b, const void* const* d_base, const void* const* d_target,
@@ -120,11 +144,8 @@ cudaError_t encode_find(const encode_layout& l, const device_bucket& b, const vo
 // From the detected changes: each chunk's size, their offsets, and (with d_result) the frame size in *d_result.
 template <class P>
 cudaError_t encode_size(const encode_layout& l, const device_bucket& b, encode_result* d_result, const encode_config& cfg, cudaStream_t stream) {
-  chunk_pass_params cp{b.numel,       static_cast<std::uint32_t>(l.chunk_count), cfg.log2_chunk, l.tile_log2, l.num_tiles, cfg.encoder,
-                       cfg.mode,      l.pos, l.val, l.tile_off, l.tile_cnt, cfg.max_changes, l.plans, l.chunk_bytes, l.chunk_off,
-                       l.ctr,         nullptr, 0, b.segment_count, l.resolved, l.aux};
-  const unsigned chunk_grid = static_cast<unsigned>((l.chunk_count + P::chunk_threads - 1) / P::chunk_threads);
-  const unsigned warp_grid = static_cast<unsigned>((l.chunk_count * 32 + P::chunk_threads - 1) / P::chunk_threads);
+  const chunk_pass_params cp = chunk_params_of(l, b, cfg);
+  const unsigned chunk_grid = thread_per_chunk_grid<P>(l), warp_grid = warp_per_chunk_grid<P>(l);
   cudaError_t err = visit_width(l.w, [&]<class W>() -> cudaError_t {
     if (warp_encoder(cfg.encoder))
       warp_size_kernel<W, P><<<warp_grid, P::chunk_threads, 0, stream>>>(cp);
@@ -139,10 +160,7 @@ cudaError_t encode_size(const encode_layout& l, const device_bucket& b, encode_r
   SPARSESYNC_CUDA_TRY(exclusive_scan(sum_loader{l.chunk_bytes}, nullptr, l.chunk_count, l.scan_partials, l.chunk_off,
                                      &l.ctr->data_total, stream));
   if (d_result) {
-    finalize_params fp{b.segments, b.segment_count, cfg.bucket_index, cfg.encoder, cfg.mode, b.dtype, cfg.log2_chunk, b.numel,
-                       static_cast<std::uint32_t>(l.chunk_count), cfg.max_changes, l.ctr, cfg.known_base, cfg.base_checksum, false,
-                       nullptr, 0, d_result};
-    encode_finalize_kernel<P><<<1, 32, 0, stream>>>(fp);
+    encode_finalize_kernel<P><<<1, 32, 0, stream>>>(finalize_params_of(l, b, cfg, false, nullptr, 0, d_result));
     SPARSESYNC_CUDA_LAUNCH_CHECK(stream);
   }
   return cudaSuccess;
@@ -152,11 +170,8 @@ template <class P>
 cudaError_t encode_write(const encode_layout& l, const device_bucket& b, unsigned char* d_out, std::size_t out_capacity,
                          encode_result* d_result, const encode_config& cfg, cudaStream_t stream) {
   SPARSESYNC_CUDA_TRY(cudaMemsetAsync(l.ctr->payload, 0, sizeof(l.ctr->payload) + 2 * sizeof(std::int32_t), stream));
-  chunk_pass_params cp{b.numel,       static_cast<std::uint32_t>(l.chunk_count), cfg.log2_chunk, l.tile_log2, l.num_tiles, cfg.encoder,
-                       cfg.mode,      l.pos, l.val, l.tile_off, l.tile_cnt, cfg.max_changes, l.plans, l.chunk_bytes, l.chunk_off,
-                       l.ctr,         d_out, out_capacity, b.segment_count, l.resolved, l.aux};
-  const unsigned chunk_grid = static_cast<unsigned>((l.chunk_count + P::chunk_threads - 1) / P::chunk_threads);
-  const unsigned warp_grid = static_cast<unsigned>((l.chunk_count * 32 + P::chunk_threads - 1) / P::chunk_threads);
+  const chunk_pass_params cp = chunk_params_of(l, b, cfg, d_out, out_capacity);
+  const unsigned chunk_grid = thread_per_chunk_grid<P>(l), warp_grid = warp_per_chunk_grid<P>(l);
   cudaError_t err = visit_width(l.w, [&]<class W>() -> cudaError_t {
     if (warp_encoder(cfg.encoder))
       warp_write_kernel<W, P><<<warp_grid, P::chunk_threads, 0, stream>>>(cp);
@@ -168,10 +183,7 @@ cudaError_t encode_write(const encode_layout& l, const device_bucket& b, unsigne
     return cudaSuccess;
   });
   if (err != cudaSuccess) return err;
-  finalize_params fp{b.segments, b.segment_count, cfg.bucket_index, cfg.encoder, cfg.mode, b.dtype, cfg.log2_chunk, b.numel,
-                     static_cast<std::uint32_t>(l.chunk_count), cfg.max_changes, l.ctr, cfg.known_base, cfg.base_checksum, true,
-                     d_out, out_capacity, d_result};
-  encode_finalize_kernel<P><<<1, 256, 0, stream>>>(fp);
+  encode_finalize_kernel<P><<<1, 256, 0, stream>>>(finalize_params_of(l, b, cfg, true, d_out, out_capacity, d_result));
   SPARSESYNC_CUDA_LAUNCH_CHECK(stream);
   return cudaSuccess;
 }
