@@ -273,10 +273,6 @@ SPARSESYNC_KERNEL void __launch_bounds__(P::detect_threads, P::detect_min_blocks
 
   const std::uint32_t tile_elems = 1u << p.tile_log2;
   const std::uint64_t num_tiles = (p.numel + tile_elems - 1) >> p.tile_log2;
-  const auto elements_of = [&](std::uint64_t tile) {
-    const std::uint64_t first = tile << p.tile_log2;
-    return static_cast<std::uint32_t>(p.numel - first < tile_elems ? p.numel - first : tile_elems);
-  };
   constexpr std::uint64_t vec_mask = (std::uint64_t{1} << vec) - 1;
   W* vals = static_cast<W*>(p.out_val);
   W* olds = static_cast<W*>(p.out_old);
@@ -285,7 +281,7 @@ SPARSESYNC_KERNEL void __launch_bounds__(P::detect_threads, P::detect_min_blocks
   uint4 b[iters], t[iters];
   for (std::uint64_t tile = blockIdx.x; tile < num_tiles; tile += gridDim.x) {
     const std::uint64_t first = tile << p.tile_log2;
-    const std::uint32_t n = elements_of(tile);
+    const std::uint32_t n = static_cast<std::uint32_t>(p.numel - first < tile_elems ? p.numel - first : tile_elems);
     const tile_desc d = describe_tile<W>(p.segments, p.segment_count, true, first, n, tile_elems);
     if (d.fast) issue_fast_loads<W, threads, iters, true>(p.segments, first, n, d, b, t);
     std::uint64_t mask = 0;
