@@ -106,6 +106,26 @@ inline void nccl_link_trace(bool trainer, int device, const std::string& what) {
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   std::fprintf(stderr, "[nccl_link %s gpu %d +%.3f ms] %s\n", trainer ? "trainer" : "worker", device, ms, what.c_str());
 }
+
+// With the trace on, a line when the GPU gets past this point of `stream` (a host function queued behind the
+// transfer, run by CUDA's callback thread some microseconds later): when a frame left or landed on the GPU, next
+// to when the host enqueued or noticed it. It holds the stream up by that much, so only traced runs pay it.
+inline void nccl_link_trace_on_gpu(cudaStream_t stream, bool trainer, int device, std::string what) {
+  struct line {
+    bool trainer;
+    int device;
+    std::string what;
+  };
+  auto* l = new line{trainer, device, std::move(what)};
+  const cudaError_t e = cudaLaunchHostFunc(
+      stream,
+      [](void* p) {
+        std::unique_ptr<line> l(static_cast<line*>(p));
+        nccl_link_trace(l->trainer, l->device, l->what);
+      },
+      l);
+  if (e != cudaSuccess) delete l;
+}
 }  // namespace detail
 
 // What a link moved on its device path, and how often NCCL deferred a call (ncclInProgress: the caller then
@@ -360,6 +380,7 @@ class nccl_link : public detail::device_link_forwarding<nccl_link<Control>, /*Pi
       if (f.ready) detail::check_cuda(cudaStreamWaitEvent(stream, static_cast<cudaEvent_t>(f.ready), 0), "cudaStreamWaitEvent");
       enqueued_locked(ncclSend(f.data, f.bytes, ncclUint8, peer, comm, stream), "ncclSend");
       trace("send enqueued, " + std::to_string(sends.size() + 1) + " in flight");
+      if (detail::nccl_link_trace_on()) detail::nccl_link_trace_on_gpu(stream, trainer, device, "send left the GPU");
       ++stats.frames_sent;
       stats.bytes_sent += f.bytes;
       cudaEvent_t done = take_event_locked();
@@ -453,6 +474,7 @@ class nccl_link : public detail::device_link_forwarding<nccl_link<Control>, /*Pi
       detail::check_cuda(cudaEventRecord(recv_done[r.slot], stream), "cudaEventRecord");
       r.enqueued = true;
       trace("receive settled");
+      if (detail::nccl_link_trace_on()) detail::nccl_link_trace_on_gpu(stream, trainer, device, "frame landed on the GPU");
     }
 
     // Whether complete_receive would find the oldest posted receive done (or failed: it then reports that). Its
