@@ -1,0 +1,28 @@
+#!/usr/bin/env python3
+"""The tail of each version after the trainer's last frame, from engine_nccl_bench's timelines (--json rows).
+
+For every version row (versions >= --from): the version time, when the last frame was emitted, and after it (ms):
+the trainer's encode end, the worker's last frame received, its verify finished, the commit's length, the settle.
+
+usage: tail_summary.py FILE.jsonl [FILE.jsonl ...] [--from 3]
+"""
+import argparse
+import json
+import os
+
+ap = argparse.ArgumentParser()
+ap.add_argument("files", nargs="+")
+ap.add_argument("--from", dest="first", type=int, default=3)
+a = ap.parse_args()
+print("%-22s %3s %8s %9s %8s %9s %8s %7s %8s" % ("file", "v", "version", "emit_last", "enc_end", "recv_last", "verified", "commit", "settled"))
+for f in a.files:
+    for line in open(f):
+        r = json.loads(line)
+        if r.get("row") != "engine_nccl_version" or r["version"] < a.first:
+            continue
+        t = r["timeline_ms"]
+        e = t["trainer_frame_emitted"][1]
+        print("%-22s %3d %8.3f %9.3f %+8.3f %+9.3f %+8.3f %7.3f %8.3f" % (
+            os.path.basename(f)[:22], r["version"], r["version_ms"], e, t["trainer_encode_end"][0] - e,
+            t["worker0_frame_received"][1] - e, t["worker0_finish_end"][0] - e,
+            t["worker0_commit_end"][0] - t["worker0_commit_begin"][0], t["trainer_settle_end"][0]))
