@@ -59,20 +59,6 @@ struct entropy_decode_smem {
 static_assert(entropy_decode_smem::bits_at + entropy_warp_max_numel / 32 <= entropy_decode_smem::K * 16,
               "sparsesync: the rank bitmap shares the class counters' region");
 
-// Counter x of lane L: the (x & 1) half of word (x / 2) * 32 + L, so that lane L only ever touches bank L. The
-// walks advance them with shared-memory atomics whose result they do not wait for (or, for ranks, do not feed
-// back): a plain read-modify-write would chain every element of a lane to the previous one through memory.
-SPARSESYNC_DEVICE unsigned entropy_ctr(unsigned x, unsigned lane) { return (x >> 1) * 32 + lane; }
-SPARSESYNC_DEVICE unsigned entropy_ctr_shift(unsigned x) { return (x & 1u) * 16; }
-SPARSESYNC_DEVICE std::uint32_t entropy_ctr_get(const std::uint32_t* ctr, unsigned x, unsigned lane) {
-  return (ctr[entropy_ctr(x, lane)] >> entropy_ctr_shift(x)) & 0xffffu;
-}
-SPARSESYNC_DEVICE void entropy_ctr_set(std::uint32_t* ctr, unsigned x, unsigned lane, std::uint32_t v) {
-  std::uint32_t& w = ctr[entropy_ctr(x, lane)];
-  const unsigned sh = entropy_ctr_shift(x);
-  w = (w & ~(0xffffu << sh)) | ((v & 0xffffu) << sh);
-}
-
 // The base is read D vectors of 16 bytes ahead per lane: each step's elements are independent of each other.
 inline constexpr unsigned entropy_decode_depth = 8;
 

@@ -1,7 +1,8 @@
 // The GPU entropy encoder's size pass, a warp per chunk (the bytes are FORMAT.md 3.4.1's, as the host codec
 // writes them). Each lane walks a contiguous 1/32 of the chunk's base with lane-private counters in shared
-// memory (no atomics, no bank conflicts: lane L owns column L), twice: once for the class histogram (which
-// gives the groups), once to give each change its rank among its group's elements on the lane's own range.
+// memory (no bank conflicts: lane L owns bank L; advanced with atomics, as the decoder's), twice: once for the
+// class histogram (which gives the groups), once to give each change its rank among its group's elements on the
+// lane's own range.
 // A warp scan of the counters turns those into ranks in the chunk. The changes are then counting-sorted by
 // group (stable: position order inside a group) into a per-chunk region of (gap, value code) words, each
 // group's parameters fitted by the warp over its region (costs reduced across lanes), and rice's size for
@@ -39,15 +40,44 @@ struct entropy_plan_scratch {
   unsigned long long* region_next = nullptr;  // allocation cursor (zeroed before the size pass)
 };
 
-template <class W>
+// Lane-private counters [class or group][lane] for the size pass's walks, advanced with shared-memory atomics
+// whose result a walk only waits for at a change (a plain read-modify-write chains every element of a lane to the
+// one before through memory). Narrow: 16 bits, two a word in the decoder's layout (entropy_ctr: lane L's in bank
+// L), for chunks of at most 2^16 elements; wide: a word each, for longer chunks.
+template <bool Narrow>
+struct entropy_lane_counters {
+  std::uint32_t* w;
+  static SPARSESYNC_DEVICE unsigned at(unsigned x, unsigned lane) { return Narrow ? entropy_ctr(x, lane) : x * 32 + lane; }
+  static SPARSESYNC_DEVICE unsigned shift(unsigned x) { return Narrow ? entropy_ctr_shift(x) : 0u; }
+  static constexpr std::uint32_t mask = Narrow ? 0xffffu : ~std::uint32_t{0};
+  // Words that hold counters 0..n-1 of every lane.
+  static SPARSESYNC_HD constexpr unsigned words(unsigned n) { return Narrow ? (n + 1) / 2 * 32 : n * 32; }
+  SPARSESYNC_DEVICE std::uint32_t add(unsigned x, unsigned lane) const {
+    return (atomicAdd(&w[at(x, lane)], 1u << shift(x)) >> shift(x)) & mask;
+  }
+  SPARSESYNC_DEVICE std::uint32_t get(unsigned x, unsigned lane) const { return (w[at(x, lane)] >> shift(x)) & mask; }
+  SPARSESYNC_DEVICE void set(unsigned x, unsigned lane, std::uint32_t v) const {
+    std::uint32_t& word = w[at(x, lane)];
+    word = (word & ~(mask << shift(x))) | ((v & mask) << shift(x));
+  }
+  SPARSESYNC_DEVICE void zero(unsigned n, unsigned lane) const {
+    for (unsigned i = lane; i < words(n); i += 32) w[i] = 0;
+  }
+};
+
+// The size pass's shared memory. The per-group slot tables of step 5 (cursor, next_rank) reuse the counters'
+// words once the ranks are final: 18 KB a warp for BF16 chunks of up to 2^16 elements, so 11 chunks are in
+// flight per SM (37 KB and 6 with a word per counter and tables of their own).
+template <class W, bool Narrow>
 struct entropy_warp_smem {
   static constexpr unsigned K = entropy_params::class_count<W>;
-  std::uint32_t cnt[K * 32];  // lane-private counters, [class or group][lane]; then exclusive prefixes over lanes
+  std::uint32_t cnt[entropy_lane_counters<Narrow>::words(K)];
   std::uint32_t size[K];      // class histogram, then group sizes
   std::uint32_t changes[K];   // per group
-  std::uint32_t cursor[K];    // per group: next region slot (chunk-relative); after the scatter, its end
-  std::uint32_t next_rank[K];  // per group: rank after its last placed change
   std::uint8_t of_class[K];
+  static_assert(entropy_lane_counters<Narrow>::words(K) >= 2 * K, "sparsesync: the slot tables share the counters' words");
+  SPARSESYNC_DEVICE std::uint32_t* cursor() { return cnt; }         // per group: next region slot (chunk-relative); then its end
+  SPARSESYNC_DEVICE std::uint32_t* next_rank() { return cnt + K; }  // per group: rank after its last placed change
 };
 
 // The chunk's changes with positions in [lo, hi), in order, one at a time (one lane's).
@@ -124,11 +154,15 @@ SPARSESYNC_DEVICE void entropy_warp_changes(const chunk_pass_params& p, std::uin
   }
 }
 
-template <class W, class P>
+// The walks read the base this many 16-byte vectors ahead per lane (no chain from element to element).
+inline constexpr unsigned entropy_plan_depth = 8;
+
+template <class W, class P, bool Narrow>
 SPARSESYNC_KERNEL void __launch_bounds__(32) entropy_plan_kernel(chunk_pass_params p, entropy_plan_scratch e) {
   constexpr unsigned K = entropy_params::class_count<W>;
   constexpr unsigned wbits = 8 * sizeof(W);
-  __shared__ entropy_warp_smem<W> s;
+  __shared__ entropy_warp_smem<W, Narrow> s;
+  const entropy_lane_counters<Narrow> ctr{s.cnt};
   const std::uint32_t c = blockIdx.x;
   const unsigned lane = lane_id();
   if (c >= p.chunk_count || p.ctr->allocated > p.capacity) return;
@@ -153,51 +187,52 @@ SPARSESYNC_KERNEL void __launch_bounds__(32) entropy_plan_kernel(chunk_pass_para
   const W* fast = entropy_fast_base<W>(p.segs, p.segment_count, first, numel_c);
 
   // 1. Class histogram.
-  for (unsigned x = 0; x < K; ++x) s.cnt[x * 32 + lane] = 0;
-  entropy_lane_walk<W>(fast, p.segs, p.segment_count, first, lo, hi,
-                       [&](std::uint32_t, W b) { ++s.cnt[entropy_params::class_of<W>(b) * 32 + lane]; });
+  ctr.zero(K, lane);
+  __syncwarp();
+  entropy_lane_walk<W, entropy_plan_depth>(fast, p.segs, p.segment_count, first, lo, hi,
+                                           [&](std::uint32_t, W b) { ctr.add(entropy_params::class_of<W>(b), lane); });
+  __syncwarp();
   for (unsigned x = 0; x < K; ++x) {
-    const std::uint32_t tot = entropy_warp_add(s.cnt[x * 32 + lane]);
+    const std::uint32_t tot = entropy_warp_add(ctr.get(x, lane));
     if (lane == 0) s.size[x] = tot;
   }
   __syncwarp();
   // 2. Groups (codec/entropy.hpp make_entropy_groups), by lane 0.
   if (lane == 0) {
     const unsigned count = entropy_groups_from_counts<W>(s.size, s.of_class, nullptr, numel_c);
-    s.cursor[0] = count;  // (broadcast through shared memory)
+    s.changes[0] = count;  // (broadcast through shared memory)
   }
   __syncwarp();
-  const unsigned G = s.cursor[0];
+  const unsigned G = s.changes[0];
   __syncwarp();
   // 3. Ranks on each lane's range: aux[slot] = group << 24 | rank among the lane's elements of the group.
-  for (unsigned g = 0; g < G; ++g) s.cnt[g * 32 + lane] = 0;
+  ctr.zero(G, lane);
+  __syncwarp();
   {
     entropy_lane_changes<W> ch(p, t0, t1, lo, hi);
-    entropy_lane_walk<W>(fast, p.segs, p.segment_count, first, lo, hi, [&](std::uint32_t i, W b) {
+    entropy_lane_walk<W, entropy_plan_depth>(fast, p.segs, p.segment_count, first, lo, hi, [&](std::uint32_t i, W b) {
       const unsigned g = s.of_class[entropy_params::class_of<W>(b)];
-      const std::uint32_t r = s.cnt[g * 32 + lane];
+      const std::uint32_t r = ctr.add(g, lane);
       if (i == ch.pos) {
         p.aux[ch.slot()] = (static_cast<std::uint32_t>(g) << entropy_rank_bits) | r;
         ch.advance();
       }
-      s.cnt[g * 32 + lane] = r + 1;
     });
   }
-  // Exclusive prefix over lanes, per group: the rank of a lane's first element of the group.
+  __syncwarp();
+  // Exclusive prefix over lanes, per group: the rank of a lane's first element of the group (below 2^16 in a
+  // narrow counter wherever the lane has an element of the group, the only place it is read).
   for (unsigned g = 0; g < G; ++g) {
-    const std::uint32_t v = s.cnt[g * 32 + lane];
+    const std::uint32_t v = ctr.get(g, lane);
     std::uint32_t incl = v;
 #pragma unroll
     for (unsigned o = 1; o < 32; o *= 2) {
       const std::uint32_t u = __shfl_up_sync(full_warp, incl, o);
       if (lane >= o) incl += u;
     }
-    s.cnt[g * 32 + lane] = incl - v;
+    ctr.set(g, lane, incl - v);
   }
-  for (unsigned g = lane; g < G; g += 32) {
-    s.changes[g] = 0;
-    s.next_rank[g] = 0;
-  }
+  for (unsigned g = lane; g < G; g += 32) s.changes[g] = 0;
   __syncwarp();
   // 4. Chunk ranks, changes per group, and rice's costs for the same changes (its fallback body).
   std::uint32_t rg[rice_params::max_gap_k + 1], rv[wbits];
@@ -212,7 +247,7 @@ SPARSESYNC_KERNEL void __launch_bounds__(32) entropy_plan_kernel(chunk_pass_para
     if (act) {
       const std::uint32_t a = p.aux[slot];
       const unsigned g = a >> entropy_rank_bits;
-      p.aux[slot] = (a & ~entropy_rank_mask) | (s.cnt[g * 32 + pos / R] + (a & entropy_rank_mask));  // (R > 0: n > 0)
+      p.aux[slot] = (a & ~entropy_rank_mask) | (ctr.get(g, pos / R) + (a & entropy_rank_mask));  // (R > 0: n > 0)
       atomicAdd(&s.changes[g], 1u);
       const std::uint32_t gap = pos - next;
 #pragma unroll
@@ -232,13 +267,17 @@ SPARSESYNC_KERNEL void __launch_bounds__(32) entropy_plan_kernel(chunk_pass_para
   if (ulp) rice_kv = entropy_warp_best(rv, wbits - 1, rice_val_bits);
   const std::uint64_t rice_bytes = 2 + (std::uint64_t{rice_gap_bits} + (ulp ? std::uint64_t{rice_val_bits} : std::uint64_t{n} * wbits) + 7) / 8;
   __syncwarp();
-  // 5. The region, the changes sorted by group (stable), as (gap in the group's sequence, value code).
+  // 5. The region, the changes sorted by group (stable), as (gap in the group's sequence, value code). The
+  // counters were last read above: their words hold the slot tables from here on.
+  std::uint32_t* const cursor = s.cursor();
+  std::uint32_t* const next_rank = s.next_rank();
   std::uint64_t region = 0;
   if (lane == 0) {
     region = atomicAdd(e.region_next, static_cast<unsigned long long>(n));
     std::uint32_t at = 0;
     for (unsigned g = 0; g < G; ++g) {
-      s.cursor[g] = at;
+      cursor[g] = at;
+      next_rank[g] = 0;
       at += s.changes[g];
     }
   }
@@ -259,16 +298,16 @@ SPARSESYNC_KERNEL void __launch_bounds__(32) entropy_plan_kernel(chunk_pass_para
     const std::uint32_t prev_rank = __shfl_sync(full_warp, rank, prev_lane);
     std::uint32_t cur = 0, nr = 0;
     if (act) {
-      cur = s.cursor[g];
-      nr = s.next_rank[g];
+      cur = cursor[g];
+      nr = next_rank[g];
       const std::uint32_t gap = below ? rank - prev_rank - 1 : rank - nr;
       const std::uint32_t code = ulp ? static_cast<std::uint32_t>(zigzag<W>(static_cast<const W*>(p.val)[slot])) - 1u : 0u;
       reg[cur + static_cast<unsigned>(__popc(below))] = std::uint64_t{gap} | (std::uint64_t{code} << 32);
     }
     __syncwarp();
     if (act && (m >> lane) == 1u) {  // the group's last lane here
-      s.cursor[g] = cur + static_cast<unsigned>(__popc(m));
-      s.next_rank[g] = rank + 1;
+      cursor[g] = cur + static_cast<unsigned>(__popc(m));
+      next_rank[g] = rank + 1;
     }
     __syncwarp();
   });
@@ -282,7 +321,7 @@ SPARSESYNC_KERNEL void __launch_bounds__(32) entropy_plan_kernel(chunk_pass_para
     remaining -= cg;
     unsigned kg = 0, kv = 0;
     if (cg > 0) {
-      const std::uint32_t from = s.cursor[g] - cg;
+      const std::uint32_t from = cursor[g] - cg;
       const bool gaps = cg < size;
       const unsigned raw = gaps ? entropy_params::gap_raw_bits(size) : 0;
       std::uint32_t gc[entropy_params::max_gap_k + 1], vc[wbits];

@@ -70,6 +70,20 @@ SPARSESYNC_DEVICE void entropy_lane_walk(const W* fast, const resolved_segment* 
   }
 }
 
+// Counter x of lane L: the (x & 1) half of word (x / 2) * 32 + L, so that lane L only ever touches bank L. The
+// walks advance them with shared-memory atomics whose result they do not wait for (or, for ranks, do not feed
+// back): a plain read-modify-write would chain every element of a lane to the previous one through memory.
+SPARSESYNC_DEVICE unsigned entropy_ctr(unsigned x, unsigned lane) { return (x >> 1) * 32 + lane; }
+SPARSESYNC_DEVICE unsigned entropy_ctr_shift(unsigned x) { return (x & 1u) * 16; }
+SPARSESYNC_DEVICE std::uint32_t entropy_ctr_get(const std::uint32_t* ctr, unsigned x, unsigned lane) {
+  return (ctr[entropy_ctr(x, lane)] >> entropy_ctr_shift(x)) & 0xffffu;
+}
+SPARSESYNC_DEVICE void entropy_ctr_set(std::uint32_t* ctr, unsigned x, unsigned lane, std::uint32_t v) {
+  std::uint32_t& w = ctr[entropy_ctr(x, lane)];
+  const unsigned sh = entropy_ctr_shift(x);
+  w = (w & ~(0xffffu << sh)) | ((v & 0xffffu) << sh);
+}
+
 // A sum over the warp (one instruction from sm_80 on).
 SPARSESYNC_DEVICE std::uint32_t entropy_warp_add(std::uint32_t v) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
