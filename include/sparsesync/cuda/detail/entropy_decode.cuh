@@ -60,9 +60,10 @@ static_assert(entropy_decode_smem::bits_at + entropy_warp_max_numel / 32 <= entr
               "sparsesync: the rank bitmap shares the class counters' region");
 
 // The base is read D vectors of 16 bytes ahead per lane: each step's elements are independent of each other.
-// Each step unrolls the per-element code for all of them: 4 ran 13% faster than 8 (session 13, call J: verified
-// apply 56.5 vs 64.7 ms at 7e9 on an H100), with less code for the instruction caches.
-inline constexpr unsigned entropy_decode_depth = 4;
+// Each step unrolls the per-element code for all of them, and less of it runs faster (session 13, H100, verified
+// apply at 7e9: 8 ahead 64.7 ms, 4 ahead 56.5 (call J), 2 ahead 53.9 (call K)): the instruction caches, not the
+// loads in flight, bound these walks.
+inline constexpr unsigned entropy_decode_depth = 2;
 
 // Set bits among bits[lo, hi).
 SPARSESYNC_DEVICE std::uint32_t entropy_popcount_range(const std::uint32_t* bits, std::uint32_t lo, std::uint32_t hi) {

@@ -155,9 +155,10 @@ SPARSESYNC_DEVICE void entropy_warp_changes(const chunk_pass_params& p, std::uin
 }
 
 // The walks read the base this many 16-byte vectors ahead per lane (no chain from element to element). Each step
-// unrolls the per-element code for all of them: 4 ran 12% faster than 8 (session 13, call I: 52.1 vs 59.4 ms at
-// 7e9 on an H100), with less code for the instruction caches and 8 s less of nvcc -O3 per translation unit.
-inline constexpr unsigned entropy_plan_depth = 4;
+// unrolls the per-element code for all of them, and less of it runs faster (session 13, H100, encode at 7e9:
+// 8 ahead 59.4 ms, 4 ahead 52.1 (call I), 2 ahead 43.6 (call K)), and compiles faster (nvcc -O3 of the encoder's
+// dispatch: 30 s with 8, 22 s with 4).
+inline constexpr unsigned entropy_plan_depth = 2;
 
 template <class W, class P, bool Narrow>
 SPARSESYNC_KERNEL void __launch_bounds__(32) entropy_plan_kernel(chunk_pass_params p, entropy_plan_scratch e) {
