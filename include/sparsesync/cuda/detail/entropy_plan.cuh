@@ -40,31 +40,6 @@ struct entropy_plan_scratch {
   unsigned long long* region_next = nullptr;  // allocation cursor (zeroed before the size pass)
 };
 
-// Lane-private counters [class or group][lane] for the size pass's walks, advanced with shared-memory atomics
-// whose result a walk only waits for at a change (a plain read-modify-write chains every element of a lane to the
-// one before through memory). Narrow: 16 bits, two a word in the decoder's layout (entropy_ctr: lane L's in bank
-// L), for chunks of at most 2^16 elements; wide: a word each, for longer chunks.
-template <bool Narrow>
-struct entropy_lane_counters {
-  std::uint32_t* w;
-  static SPARSESYNC_DEVICE unsigned at(unsigned x, unsigned lane) { return Narrow ? entropy_ctr(x, lane) : x * 32 + lane; }
-  static SPARSESYNC_DEVICE unsigned shift(unsigned x) { return Narrow ? entropy_ctr_shift(x) : 0u; }
-  static constexpr std::uint32_t mask = Narrow ? 0xffffu : ~std::uint32_t{0};
-  // Words that hold counters 0..n-1 of every lane.
-  static SPARSESYNC_HD constexpr unsigned words(unsigned n) { return Narrow ? (n + 1) / 2 * 32 : n * 32; }
-  SPARSESYNC_DEVICE std::uint32_t add(unsigned x, unsigned lane) const {
-    return (atomicAdd(&w[at(x, lane)], 1u << shift(x)) >> shift(x)) & mask;
-  }
-  SPARSESYNC_DEVICE std::uint32_t get(unsigned x, unsigned lane) const { return (w[at(x, lane)] >> shift(x)) & mask; }
-  SPARSESYNC_DEVICE void set(unsigned x, unsigned lane, std::uint32_t v) const {
-    std::uint32_t& word = w[at(x, lane)];
-    word = (word & ~(mask << shift(x))) | ((v & mask) << shift(x));
-  }
-  SPARSESYNC_DEVICE void zero(unsigned n, unsigned lane) const {
-    for (unsigned i = lane; i < words(n); i += 32) w[i] = 0;
-  }
-};
-
 // The size pass's shared memory. The per-group slot tables of step 5 (cursor, next_rank) reuse the counters'
 // words once the ranks are final: 18 KB a warp for BF16 chunks of up to 2^16 elements, so 11 chunks are in
 // flight per SM (37 KB and 6 with a word per counter and tables of their own).

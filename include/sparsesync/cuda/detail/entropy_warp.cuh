@@ -84,6 +84,34 @@ SPARSESYNC_DEVICE void entropy_ctr_set(std::uint32_t* ctr, unsigned x, unsigned 
   w = (w & ~(0xffffu << sh)) | ((v & 0xffffu) << sh);
 }
 
+// Lane-private counters [class or group][lane] for the encoder's size pass (entropy_plan.cuh), advanced with shared-memory atomics
+// whose result a walk only waits for at a change (a plain read-modify-write chains every element of a lane to the
+// one before through memory). Narrow: 16 bits, two a word in the decoder's layout (entropy_ctr: lane L's in bank
+// L), for chunks of at most 2^16 elements; wide: a word each, for longer chunks.
+template <bool Narrow>
+struct entropy_lane_counters {
+  std::uint32_t* w;
+  static SPARSESYNC_DEVICE unsigned at(unsigned x, unsigned lane) { return Narrow ? entropy_ctr(x, lane) : x * 32 + lane; }
+  static SPARSESYNC_DEVICE unsigned shift(unsigned x) { return Narrow ? entropy_ctr_shift(x) : 0u; }
+  static constexpr std::uint32_t mask = Narrow ? 0xffffu : ~std::uint32_t{0};
+  // Words that hold counters 0..n-1 of every lane.
+  static SPARSESYNC_HD constexpr unsigned words(unsigned n) { return Narrow ? (n + 1) / 2 * 32 : n * 32; }
+  SPARSESYNC_DEVICE std::uint32_t add(unsigned x, unsigned lane) const {
+    return (atomicAdd(&w[at(x, lane)], 1u << shift(x)) >> shift(x)) & mask;
+  }
+  SPARSESYNC_DEVICE std::uint32_t get(unsigned x, unsigned lane) const {
+    if constexpr (Narrow) return entropy_ctr_get(w, x, lane);
+    else return w[at(x, lane)];
+  }
+  SPARSESYNC_DEVICE void set(unsigned x, unsigned lane, std::uint32_t v) const {
+    if constexpr (Narrow) entropy_ctr_set(w, x, lane, v);
+    else w[at(x, lane)] = v;
+  }
+  SPARSESYNC_DEVICE void zero(unsigned n, unsigned lane) const {
+    for (unsigned i = lane; i < words(n); i += 32) w[i] = 0;
+  }
+};
+
 // A sum over the warp (one instruction from sm_80 on).
 SPARSESYNC_DEVICE std::uint32_t entropy_warp_add(std::uint32_t v) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
