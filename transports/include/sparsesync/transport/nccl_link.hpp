@@ -257,6 +257,10 @@ class nccl_link : public detail::device_link_forwarding<nccl_link<Control>, /*Pi
     void trace(const std::string& what) const {
       if (detail::nccl_link_trace_on()) detail::nccl_link_trace(trainer, device, what);
     }
+    // A trace line when the GPU gets past this point of the link's stream.
+    void trace_on_gpu(const char* what) const {
+      if (detail::nccl_link_trace_on()) detail::nccl_link_trace_on_gpu(stream, trainer, device, what);
+    }
 
     void throw_if_aborted_locked() const {
       if (aborted) throw transport_error(abort_code, "nccl_link: the device path was aborted (" + why + ")");
@@ -380,7 +384,7 @@ class nccl_link : public detail::device_link_forwarding<nccl_link<Control>, /*Pi
       if (f.ready) detail::check_cuda(cudaStreamWaitEvent(stream, static_cast<cudaEvent_t>(f.ready), 0), "cudaStreamWaitEvent");
       enqueued_locked(ncclSend(f.data, f.bytes, ncclUint8, peer, comm, stream), "ncclSend");
       trace("send enqueued, " + std::to_string(sends.size() + 1) + " in flight");
-      if (detail::nccl_link_trace_on()) detail::nccl_link_trace_on_gpu(stream, trainer, device, "send left the GPU");
+      trace_on_gpu("send left the GPU");
       ++stats.frames_sent;
       stats.bytes_sent += f.bytes;
       cudaEvent_t done = take_event_locked();
@@ -474,7 +478,7 @@ class nccl_link : public detail::device_link_forwarding<nccl_link<Control>, /*Pi
       detail::check_cuda(cudaEventRecord(recv_done[r.slot], stream), "cudaEventRecord");
       r.enqueued = true;
       trace("receive settled");
-      if (detail::nccl_link_trace_on()) detail::nccl_link_trace_on_gpu(stream, trainer, device, "frame landed on the GPU");
+      trace_on_gpu("frame landed on the GPU");
     }
 
     // Whether complete_receive would find the oldest posted receive done (or failed: it then reports that). Its
