@@ -17,8 +17,21 @@
 #include <cub/device/device_select.cuh>
 #include <thrust/iterator/counting_iterator.h>
 
+#if SPARSESYNC_BENCH_CUPTI
+#include "kernel_trace.hpp"
+#else
+namespace bench_gpu {
+struct kernel_trace {  // built without CUPTI: --trace is refused
+  explicit kernel_trace(const std::string&) { throw std::runtime_error("--trace: this build has no CUPTI (CUDA::cupti)"); }
+  void mark(const std::string&) {}
+};
+}  // namespace bench_gpu
+#endif
+
 #include <algorithm>
 #include <chrono>
+#include <optional>
+#include <stdexcept>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
@@ -100,7 +113,13 @@ struct args {
   std::string only_encoder;  // e.g. "varint/ulp" or "rice/ulp,entropy/ulp": only these encoders
   bool sweep = true;         // detect-policy sweep
   bool baselines = true;     // compare / cub rows
+  std::string trace;         // --trace FILE: a CUPTI timeline (kernel_trace.hpp), each timed run of encode/apply marked
 };
+
+// --trace: the timeline, and the row whose timed runs median_ms marks ("<row> v<rep> start" / "end", the windows
+// bench/gpu/trace_summary.py splits the timeline by).
+bench_gpu::kernel_trace* g_trace = nullptr;
+std::string g_window;
 
 std::vector<double> parse_list(const char* s) {
   std::vector<double> v;
@@ -130,11 +149,14 @@ double median_ms(int reps, F&& f) {
   f();  // warm-up
   CK(cudaDeviceSynchronize());
   std::vector<float> t;
+  const bool marked = g_trace != nullptr && !g_window.empty();
   for (int r = 0; r < reps; ++r) {
+    if (marked) g_trace->mark(g_window + " v" + std::to_string(r) + " start");
     CK(cudaEventRecord(a));
     f();
     CK(cudaEventRecord(b));
     CK(cudaEventSynchronize(b));
+    if (marked) g_trace->mark(g_window + " v" + std::to_string(r) + " end");
     float ms = 0;
     CK(cudaEventElapsedTime(&ms, a, b));
     t.push_back(ms);
@@ -251,8 +273,10 @@ int main(int argc, char** argv) {
     else if (k == "--enc" && i + 1 < argc) a.only_encoder = argv[++i];
     else if (k == "--no-sweep") a.sweep = false;
     else if (k == "--no-baselines") a.baselines = false;
+    else if (k == "--trace" && i + 1 < argc) a.trace = argv[++i];
     else {
-      std::fprintf(stderr, "usage: %s [--sizes 1e8,1e9] [--densities 0.01,0.1] [--reps 7] [--json out.jsonl] [--quick]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--sizes 1e8,1e9] [--densities 0.01,0.1] [--reps 7] [--json out.jsonl] [--quick] [--enc rice/ulp,...] [--no-sweep] [--no-baselines] [--trace FILE]\n",
+                   argv[0]);
       return 2;
     }
   }
@@ -265,6 +289,11 @@ int main(int argc, char** argv) {
   CK(cudaGetDeviceProperties(&prop, 0));
   g_card = prop.name;
   if (!a.json.empty()) g_json = std::fopen(a.json.c_str(), "w");
+  std::optional<bench_gpu::kernel_trace> trace;
+  if (!a.trace.empty()) {
+    trace.emplace(a.trace);
+    g_trace = &*trace;
+  }
   char date[32];
   const std::time_t now = std::time(nullptr);
   std::strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", std::gmtime(&now));
@@ -426,9 +455,11 @@ int main(int argc, char** argv) {
         }
         for (int known = 0; known < 2; ++known) {
           q.set_known_base(known ? std::optional<std::uint64_t>(base_sum) : std::nullopt);
+          g_window = "encode " + name + (known ? " known" : " hashed");
           const double t = median_ms(reps, [&] {
             q.encode_async(reinterpret_cast<const void* const*>(d_base_ptr), reinterpret_cast<const void* const*>(d_target_ptr));
           });
+          g_window.clear();
           const auto rr = q.wait();
           if (rr.status != 0 || rr.changed != changed) std::printf("!! encode result status %d changed %llu\n", rr.status, (unsigned long long)rr.changed);
           const double bits = 8.0 * static_cast<double>(rr.frame_bytes) / static_cast<double>(std::max<std::uint64_t>(changed, 1));
@@ -456,6 +487,7 @@ int main(int argc, char** argv) {
           sc::apply_plan ap(layout, ac);
           int parity = 0;
           bool ok = true;
+          g_window = "apply " + name + (known ? " known" : " hashed");
           const double t = median_ms(reps, [&] {
             ap.begin();
             if (parity++ % 2 == 0)
@@ -463,6 +495,7 @@ int main(int argc, char** argv) {
             else
               ap.apply(bwd, bwd_bytes, d_base_ptr);
           });
+          g_window.clear();
           if (parity % 2) {  // leave `base` as it was: one more backward apply
             ap.begin();
             ap.apply(bwd, bwd_bytes, d_base_ptr);

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Where a version's time goes on each GPU, from a kernel_trace.hpp timeline (engine_nccl_bench --trace FILE).
 
-For every version window (its "publish" to its "acknowledged" mark) and every device: how long the GPU was busy
+For every version window (its "publish" to its "acknowledged" mark; gpu_bench --trace marks each timed run of an
+encode or apply "start" and "end") and every device: how long the GPU was busy
 (the union of kernels, copies and memsets), its idle gaps, the kernels that took the most time (summed over the
 window, by name, overlaps counted per kernel), and when its last work ended relative to the window's end.
 
@@ -63,9 +64,10 @@ def main():
         windows.setdefault(tag, {})[what] = m["t"]
     for tag, w in windows.items():
         v = int(tag.rsplit(" v", 1)[1])
-        if not (lo <= v <= hi) or a.match not in tag or "publish" not in w or "acknowledged" not in w:
+        start, end = ("publish", "acknowledged") if "publish" in w else ("start", "end")
+        if not (lo <= v <= hi) or a.match not in tag or start not in w or end not in w:
             continue
-        t0, t1 = w["publish"], w["acknowledged"]
+        t0, t1 = w[start], w[end]
         print(f"== {tag}: {(t1 - t0) / 1e6:.3f} ms")
         per_dev = defaultdict(list)
         for r in acts:

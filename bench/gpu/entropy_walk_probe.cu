@@ -1,0 +1,201 @@
+// Where the entropy codec's GPU walks spend their time: the base walk of its size pass and decoder (a warp
+// per 2^16-element BF16 chunk, 18 KB of shared memory per chunk) taken apart, over a 7e9-element model of
+// random-exponent BF16 words. Each variant is one kernel; the figures are ms per pass over the whole model,
+// beside a full-occupancy coalesced read of the same bytes (the memory floor) in the same run.
+//   layout: range   lane l walks [l R, (l + 1) R), R = chunk / 32 (what the codec does: lanes 4 KB apart)
+//           skew    lane l walks [l (R - 8), ...) (lanes 4080 bytes apart; the last lane takes the rest)
+//           coal    lane l reads vector (step 32 + l) (a warp reads 512 contiguous bytes per load)
+//   work:   sum     the words xor-ed (the loads alone)
+//           hist    + one 16-bit shared-memory atomic per element (the class histogram, walk 1)
+//           rank    + the atomic's old value read and tested against a bitmap (walk 2 of the decoder)
+// Build: nvcc -O3 -std=c++20 -arch=sm_90 -o entropy_walk_probe bench/gpu/entropy_walk_probe.cu
+// Run:   ./entropy_walk_probe [numel=7e9] [reps=3]   (prints one JSON object per line)
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+
+namespace {
+
+#define CHECK(x)                                                                              \
+  do {                                                                                        \
+    cudaError_t e_ = (x);                                                                     \
+    if (e_ != cudaSuccess) {                                                                  \
+      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
+      std::exit(1);                                                                           \
+    }                                                                                         \
+  } while (0)
+
+enum class layout { range, skew, coal };
+enum class work { sum, hist, rank };
+
+constexpr unsigned chunk = 1u << 16, V = 8;  // BF16 elements per chunk and per 16-byte vector
+
+__device__ __forceinline__ unsigned ctr_at(unsigned x, unsigned lane) { return (x >> 1) * 32 + lane; }
+
+template <layout L, work Wk, unsigned D>
+__global__ void __launch_bounds__(32) walk_kernel(const std::uint16_t* base, std::uint64_t numel, std::uint32_t* sink) {
+  __shared__ std::uint32_t ctr[128 * 32 + 512];  // 16 KB of counters + 2 KB (the codec's 18 KB per chunk)
+  const unsigned lane = threadIdx.x;
+  const std::uint64_t first = std::uint64_t{blockIdx.x} * chunk;
+  if (first >= numel) return;
+  const std::uint32_t n = numel - first < chunk ? static_cast<std::uint32_t>(numel - first) : chunk;
+  for (unsigned i = lane; i < 128 * 32 + 512; i += 32) ctr[i] = 0;
+  __syncwarp();
+  const std::uint16_t* b = base + first;
+  std::uint32_t acc = 0;
+  auto element = [&](std::uint32_t i, std::uint32_t bits) {
+    if constexpr (Wk == work::sum) {
+      acc ^= bits + i;
+    } else {
+      const unsigned x = (bits >> 7) & 0xffu;
+      const unsigned sh = (x & 1u) * 16;
+      const std::uint32_t old = atomicAdd(&ctr[ctr_at(x, lane)], 1u << sh);
+      if constexpr (Wk == work::rank) {
+        const std::uint32_t rk = (old >> sh) & 0xffffu;
+        if ((ctr[128 * 32 + ((rk >> 5) & 511u)] >> (rk & 31)) & 1u) acc += i;
+      }
+    }
+  };
+  auto vec = [&](std::uint32_t i, const uint4& v) {
+    const std::uint32_t w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+    for (unsigned k = 0; k < 4; ++k) {
+      element(i + 2 * k, w[k] & 0xffffu);
+      element(i + 2 * k + 1, w[k] >> 16);
+    }
+  };
+  if constexpr (L == layout::coal) {
+    // Step s: lane reads vector s * 32 + lane.
+    const std::uint32_t vecs = n / V;
+    std::uint32_t s = lane;
+    uint4 v[D];
+#pragma unroll
+    for (unsigned u = 0; u < D; ++u)
+      if (s + u * 32 < vecs) v[u] = reinterpret_cast<const uint4*>(b)[s + u * 32];
+    for (; s < vecs; s += D * 32) {
+      uint4 w[D];
+#pragma unroll
+      for (unsigned u = 0; u < D; ++u)
+        if (s + (D + u) * 32 < vecs) w[u] = reinterpret_cast<const uint4*>(b)[s + (D + u) * 32];
+#pragma unroll
+      for (unsigned u = 0; u < D; ++u)
+        if (s + u * 32 < vecs) vec((s + u * 32) * V, v[u]);
+#pragma unroll
+      for (unsigned u = 0; u < D; ++u) v[u] = w[u];
+    }
+  } else {
+    const std::uint32_t R = (n + 32 * V - 1) / (32 * V) * V;
+    const std::uint32_t stride = L == layout::skew ? R - V : R;
+    const std::uint32_t lo = lane * stride < n ? lane * stride : n;
+    const std::uint32_t hi = lane == 31 ? n : (lo + stride < n ? lo + stride : n);
+    std::uint32_t i = lo;
+    uint4 v[D], w[D];
+    if (i + D * V <= hi) {
+#pragma unroll
+      for (unsigned u = 0; u < D; ++u) v[u] = *reinterpret_cast<const uint4*>(b + i + u * V);
+    }
+    for (; i + D * V <= hi; i += D * V) {
+      const bool more = i + 2 * D * V <= hi;
+      if (more) {
+#pragma unroll
+        for (unsigned u = 0; u < D; ++u) w[u] = *reinterpret_cast<const uint4*>(b + i + (D + u) * V);
+      }
+#pragma unroll
+      for (unsigned u = 0; u < D; ++u) vec(i + u * V, v[u]);
+      if (more) {
+#pragma unroll
+        for (unsigned u = 0; u < D; ++u) v[u] = w[u];
+      }
+    }
+    for (; i < hi; ++i) element(i, b[i]);
+  }
+  __syncwarp();
+  acc += ctr[ctr_at((lane * 7) & 0xffu, lane) + (acc & 1u)];  // (every variant keeps its 18 KB)
+  atomicAdd(sink, acc);
+}
+
+// The memory floor: a grid-stride coalesced read of the same bytes at full occupancy.
+__global__ void __launch_bounds__(256) read_kernel(const uint4* p, std::uint64_t vecs, std::uint32_t* sink) {
+  std::uint32_t acc = 0;
+  for (std::uint64_t i = blockIdx.x * std::uint64_t{blockDim.x} + threadIdx.x; i < vecs; i += std::uint64_t{gridDim.x} * blockDim.x) {
+    const uint4 v = p[i];
+    acc ^= v.x ^ v.y ^ v.z ^ v.w;
+  }
+  if (acc == 0x12345678u) atomicAdd(sink, acc);
+}
+
+__global__ void fill_kernel(std::uint16_t* p, std::uint64_t n) {
+  for (std::uint64_t i = blockIdx.x * std::uint64_t{blockDim.x} + threadIdx.x; i < n; i += std::uint64_t{gridDim.x} * blockDim.x) {
+    std::uint64_t h = (i + 1) * 0x9E3779B97F4A7C15ull;
+    h ^= h >> 29;
+    h *= 0xBF58476D1CE4E5B9ull;
+    h ^= h >> 32;
+    // Exponents of real weights: ~a dozen values around 2^-7 (classes 112..124), mantissa and sign random.
+    const unsigned e = 112 + static_cast<unsigned>(h % 13);
+    p[i] = static_cast<std::uint16_t>(((h >> 20) & 0x8000u) | (e << 7) | ((h >> 8) & 0x7fu));
+  }
+}
+
+template <class F>
+float time_ms(F&& f, int reps) {
+  cudaEvent_t a, b;
+  CHECK(cudaEventCreate(&a));
+  CHECK(cudaEventCreate(&b));
+  f();  // warm-up
+  CHECK(cudaEventRecord(a));
+  for (int r = 0; r < reps; ++r) f();
+  CHECK(cudaEventRecord(b));
+  CHECK(cudaEventSynchronize(b));
+  float ms = 0;
+  CHECK(cudaEventElapsedTime(&ms, a, b));
+  CHECK(cudaGetLastError());
+  return ms / reps;
+}
+
+const char* name(layout l) { return l == layout::range ? "range" : l == layout::skew ? "skew" : "coal"; }
+const char* name(work w) { return w == work::sum ? "sum" : w == work::hist ? "hist" : "rank"; }
+
+template <layout L, work Wk, unsigned D>
+void run(const std::uint16_t* base, std::uint64_t numel, std::uint32_t* sink, int reps, float floor_ms) {
+  const unsigned blocks = static_cast<unsigned>((numel + chunk - 1) / chunk);
+  const float ms = time_ms([&] { walk_kernel<L, Wk, D><<<blocks, 32>>>(base, numel, sink); }, reps);
+  int per_sm = 0;
+  CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, walk_kernel<L, Wk, D>, 32, 0));
+  std::printf("{\"layout\": \"%s\", \"work\": \"%s\", \"depth\": %u, \"ms\": %.3f, \"x_floor\": %.2f, \"chunks_per_sm\": %d}\n", name(L),
+              name(Wk), D, ms, ms / floor_ms, per_sm);
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::uint64_t numel = argc > 1 ? static_cast<std::uint64_t>(std::atof(argv[1])) : 7000000000ull;
+  const int reps = argc > 2 ? std::atoi(argv[2]) : 3;
+  std::uint16_t* base = nullptr;
+  std::uint32_t* sink = nullptr;
+  CHECK(cudaMalloc(&base, numel * 2 + 16));
+  CHECK(cudaMalloc(&sink, 4));
+  fill_kernel<<<4096, 256>>>(base, numel);
+  CHECK(cudaDeviceSynchronize());
+  cudaDeviceProp prop{};
+  CHECK(cudaGetDeviceProperties(&prop, 0));
+  const float floor_ms = time_ms([&] { read_kernel<<<prop.multiProcessorCount * 8, 256>>>(reinterpret_cast<const uint4*>(base), numel / V, sink); }, reps);
+  std::printf("{\"device\": \"%s\", \"numel\": %llu, \"read_floor_ms\": %.3f, \"read_GBps\": %.0f}\n", prop.name,
+              static_cast<unsigned long long>(numel), floor_ms, numel * 2 / floor_ms / 1e6);
+  run<layout::range, work::sum, 2>(base, numel, sink, reps, floor_ms);
+  run<layout::skew, work::sum, 2>(base, numel, sink, reps, floor_ms);
+  run<layout::coal, work::sum, 2>(base, numel, sink, reps, floor_ms);
+  run<layout::range, work::hist, 2>(base, numel, sink, reps, floor_ms);
+  run<layout::skew, work::hist, 2>(base, numel, sink, reps, floor_ms);
+  run<layout::coal, work::hist, 2>(base, numel, sink, reps, floor_ms);
+  run<layout::range, work::rank, 2>(base, numel, sink, reps, floor_ms);
+  run<layout::skew, work::rank, 2>(base, numel, sink, reps, floor_ms);
+  run<layout::coal, work::rank, 2>(base, numel, sink, reps, floor_ms);
+  run<layout::range, work::sum, 8>(base, numel, sink, reps, floor_ms);
+  run<layout::range, work::hist, 8>(base, numel, sink, reps, floor_ms);
+  run<layout::coal, work::hist, 8>(base, numel, sink, reps, floor_ms);
+  CHECK(cudaFree(base));
+  return 0;
+}
