@@ -64,6 +64,7 @@ struct apply_params {
   // any stream): the bucket's index and its first segment's start are checked against the patch so far by the
   // join (apply_finish_kernel), which runs in bucket order.
   bool unordered;
+  std::uint32_t* entropy_state;  // per chunk: what the warp entropy decoder leaves for the values (entropy_decode.cuh)
 };
 
 SPARSESYNC_DEVICE void fail(std::int32_t* status, errc e) { atomicCAS(status, 0, static_cast<std::int32_t>(e)); }
@@ -412,7 +413,7 @@ SPARSESYNC_DEVICE void entropy_warp_decode_chunks(const apply_params& p, const b
     const std::uint64_t first = c << I.log2_chunk;
     const W* fast = entropy_fast_base<W>(p.segs, I.S, first, numel_c);
     const errc e = entropy_warp_decode_classes<W>(s, mode, data0 + off, bytes, numel_c, n, fast, p.segs, I.S, first, p.frame, frame_end,
-                                                  p.stage_pos + at, p.stage_val + at);
+                                                  p.stage_pos + at, p.stage_val + at, p.entropy_state + c);
     if (e != errc::ok && lane_id() == 0) fail(&p.info->decode_status, e);
     __syncwarp();  // (the next chunk reuses s)
   }
@@ -430,6 +431,70 @@ SPARSESYNC_KERNEL void __launch_bounds__(entropy_warp_threads) apply_entropy_war
     case 1: entropy_warp_decode_chunks<std::uint8_t>(p, I, s); break;
     case 2: entropy_warp_decode_chunks<std::uint16_t>(p, I, s); break;
     default: entropy_warp_decode_chunks<std::uint32_t>(p, I, s); break;
+  }
+}
+
+// The values of the chunks the warp decoder left pending, a thread per chunk (entropy_warp_values).
+template <class W>
+SPARSESYNC_DEVICE void entropy_warp_values_chunks(const apply_params& p, const bucket_info& I) {
+  const auto mode = static_cast<value_mode>(I.mode);
+  const unsigned char* data0 = p.frame + I.data_off;
+  const unsigned char* frame_end = p.frame + p.frame_bytes;
+  for (std::uint64_t c = blockIdx.x * std::uint64_t{blockDim.x} + threadIdx.x; c < I.C; c += std::uint64_t{gridDim.x} * blockDim.x) {
+    const auto [n, bytes, numel_c, off, at, fits] = read_chunk_slot(p, I, c);
+    if (!fits || !entropy_warp_decodes(n, bytes, bytes ? data0[off] : 0u, numel_c)) continue;
+    const std::uint32_t state = p.entropy_state[c];
+    if ((state & entropy_values_pending) == 0) continue;  // (failed in the warp decoder, or decoded whole there)
+    const errc e = entropy_warp_values<W>(mode, data0 + off, bytes, n, state, p.frame, frame_end, p.stage_pos + at, p.stage_val + at);
+    if (e != errc::ok)
+      fail(&p.info->decode_status, e);
+    else
+      p.entropy_state[c] = state | entropy_values_read;
+  }
+}
+
+// The checks that finish those chunks, a warp per chunk (entropy_warp_check_values).
+inline constexpr int entropy_check_warps = 4;
+
+template <class W>
+SPARSESYNC_DEVICE void entropy_warp_check_chunks(const apply_params& p, const bucket_info& I, entropy_check_smem& s) {
+  const auto mode = static_cast<value_mode>(I.mode);
+  const unsigned char* data0 = p.frame + I.data_off;
+  const unsigned warp = threadIdx.x / 32;
+  for (std::uint64_t c = blockIdx.x * std::uint64_t{entropy_check_warps} + warp; c < I.C; c += std::uint64_t{gridDim.x} * entropy_check_warps) {
+    const auto [n, bytes, numel_c, off, at, fits] = read_chunk_slot(p, I, c);
+    if (!fits || !entropy_warp_decodes(n, bytes, bytes ? data0[off] : 0u, numel_c)) continue;
+    const std::uint32_t state = p.entropy_state[c];
+    if ((state & entropy_values_read) == 0) continue;
+    const errc e = entropy_warp_check_values<W>(s, mode, bytes, n, state, p.stage_pos + at, p.stage_val + at);
+    if (e != errc::ok && lane_id() == 0) fail(&p.info->decode_status, e);
+    __syncwarp();  // (the next chunk reuses s)
+  }
+}
+
+template <class P>
+SPARSESYNC_KERNEL void __launch_bounds__(decode_threads) apply_entropy_values_kernel(apply_params p) {
+  const bucket_info& I = *p.info;
+  if (I.status != 0 || static_cast<encoder_id>(I.enc) != encoder_id::entropy) return;
+  if (p.commit_phase && p.state->status != 0) return;
+  switch (size_of(static_cast<sparsesync::dtype>(I.dtype))) {
+    case 1: entropy_warp_values_chunks<std::uint8_t>(p, I); break;
+    case 2: entropy_warp_values_chunks<std::uint16_t>(p, I); break;
+    default: entropy_warp_values_chunks<std::uint32_t>(p, I); break;
+  }
+}
+
+template <class P>
+SPARSESYNC_KERNEL void __launch_bounds__(32 * entropy_check_warps) apply_entropy_check_kernel(apply_params p) {
+  __shared__ entropy_check_smem s[entropy_check_warps];
+  const bucket_info& I = *p.info;
+  if (I.status != 0 || static_cast<encoder_id>(I.enc) != encoder_id::entropy) return;
+  if (p.commit_phase && p.state->status != 0) return;
+  entropy_check_smem& mine = s[threadIdx.x / 32];
+  switch (size_of(static_cast<sparsesync::dtype>(I.dtype))) {
+    case 1: entropy_warp_check_chunks<std::uint8_t>(p, I, mine); break;
+    case 2: entropy_warp_check_chunks<std::uint16_t>(p, I, mine); break;
+    default: entropy_warp_check_chunks<std::uint32_t>(p, I, mine); break;
   }
 }
 

@@ -21,6 +21,7 @@ struct apply_layout {
   std::uint32_t* stage_pos = nullptr;
   std::uint32_t* stage_val = nullptr;
   std::uint32_t* stage_old = nullptr;
+  std::uint32_t* entropy_state = nullptr;
   std::uint64_t* scan_partials = nullptr;
   std::uint32_t seg_cap = 0;
   std::uint64_t chunk_cap = 0;
@@ -47,6 +48,7 @@ inline apply_layout carve_apply(void* d_temp, const device_layout& layout, std::
   l.stage_pos = t.take<std::uint32_t>(l.stage_cap);
   l.stage_val = t.take<std::uint32_t>(l.stage_cap);
   if (cfg.keep_old) l.stage_old = t.take<std::uint32_t>(l.stage_cap);
+  l.entropy_state = t.take<std::uint32_t>(l.chunk_cap);
   l.scan_partials = t.take<std::uint64_t>(scan_partials_words);
   l.bytes = t.bytes();
   return l;
@@ -85,7 +87,7 @@ cudaError_t dispatch_apply(void* d_temp, std::size_t& temp_bytes, const device_l
   const bool commit = phase != apply_phase::verify && !unordered;
   const apply_params p{d_frame,      frame_bytes, layout,      d_model,     d_state,     l.info,      l.segs,      l.seg_cap,
                        l.chunk_off,  l.chunk_cap, l.change_off, l.stage_pos, l.stage_val, l.stage_old, l.stage_cap, commit,
-                       !cfg.known_base, unordered};
+                       !cfg.known_base, unordered, l.entropy_state};
   const int decode_blocks = persistent_blocks(decode_threads);
   const int process_blocks = persistent_blocks(process_threads);
   const int hash_blocks = persistent_blocks(P::detect_hashed::detect_threads);
@@ -121,6 +123,10 @@ cudaError_t dispatch_apply(void* d_temp, std::size_t& temp_bytes, const device_l
     apply_entropy_kernel<P><<<decode_blocks, decode_threads, 0, stream>>>(p);
     SPARSESYNC_CUDA_LAUNCH_CHECK(stream);
     apply_entropy_warp_kernel<P><<<entropy_warp_blocks<P>(), entropy_warp_threads, 0, stream>>>(p);
+    SPARSESYNC_CUDA_LAUNCH_CHECK(stream);
+    apply_entropy_values_kernel<P><<<decode_blocks, decode_threads, 0, stream>>>(p);
+    SPARSESYNC_CUDA_LAUNCH_CHECK(stream);
+    apply_entropy_check_kernel<P><<<persistent_blocks(32 * entropy_check_warps), 32 * entropy_check_warps, 0, stream>>>(p);
     SPARSESYNC_CUDA_LAUNCH_CHECK(stream);
     if (phase == apply_phase::undo_by_redecode) {  // the coded deltas, stepped back; no verdict
       apply_process_kernel<process_pass::undo_ulp><<<process_blocks, process_threads, 0, stream>>>(p);

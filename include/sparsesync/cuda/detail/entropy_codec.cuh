@@ -292,6 +292,58 @@ SPARSESYNC_DEVICE errc entropy_decode_fallback(value_mode mode, const unsigned c
   return smaller ? errc::non_canonical : errc::ok;
 }
 
+// The values of a class body, in position order, from `r` (just past the gaps) into sval[0, n): change j's
+// parameter is k_of(j) (ulp mode). The data must end with them.
+template <class W, class KOf>
+SPARSESYNC_DEVICE errc entropy_read_values(value_mode mode, bit_reader& r, std::uint32_t n, KOf&& k_of, std::uint32_t* sval) {
+  constexpr unsigned wbits = 8 * sizeof(W);
+  if (mode == value_mode::ulp) {
+    for (std::uint32_t j = 0; j < n; ++j) {
+      std::uint64_t code = 0;
+      if (const errc e = entropy_rice_get(r, k_of(j), wbits, code); e != errc::ok) return e;
+      if (code >= (std::uint64_t{1} << wbits) - 1) return errc::malformed;
+      sval[j] = unzigzag<W>(static_cast<W>(code + 1));
+    }
+  } else {
+    for (std::uint32_t j = 0; j < n; ++j) sval[j] = static_cast<W>(r.get(wbits));
+    if (r.failed()) return errc::truncated;
+  }
+  return r.at_padded_end() ? errc::ok : errc::malformed;
+}
+
+// The checks that end a class body's decode, once its values are read: the value parameters must be the fitted
+// ones (`fitted`: so were the gap parameters), and the class body the smaller choice. spos holds each change's
+// position with its group in the bits from entropy_rank_bits up (cleared here); k_val and changes are per group,
+// `groups` of them.
+template <class W>
+SPARSESYNC_DEVICE errc entropy_check_values(value_mode mode, std::uint32_t len, std::uint32_t numel, std::uint32_t n, unsigned groups,
+                                            const std::uint8_t* k_val, const std::uint32_t* changes, bool fitted, std::uint32_t* spos,
+                                            const std::uint32_t* sval) {
+  constexpr unsigned wbits = 8 * sizeof(W);
+  if (mode == value_mode::ulp) {
+    for (unsigned gi = 0; gi < groups && fitted; ++gi) {
+      if (changes[gi] == 0) continue;
+      std::uint32_t vc[wbits];
+#pragma unroll
+      for (unsigned k = 0; k < wbits; ++k) vc[k] = 0;
+      for (std::uint32_t j = 0; j < n; ++j) {
+        if ((spos[j] >> entropy_rank_bits) != gi) continue;
+        const std::uint32_t code = static_cast<std::uint32_t>(zigzag<W>(static_cast<W>(sval[j]))) - 1u;
+#pragma unroll
+        for (unsigned k = 0; k < wbits; ++k) vc[k] += rice_params::code_bits<std::uint32_t>(code, k, wbits);
+      }
+      std::uint32_t cost = 0;
+      if (entropy_best(vc, wbits - 1, cost) != k_val[gi]) fitted = false;
+    }
+  }
+  for (std::uint32_t j = 0; j < n; ++j) spos[j] &= entropy_rank_mask;
+  if (!fitted) return errc::non_canonical;
+  // Exactly consumed with the fitted parameters, the data is the class body's length: it must beat rice's.
+  chunk_plan rp;
+  if (std::uint64_t{len} >= 1 + entropy_rice_bytes<W>(mode, numel, n, spos, sval, rp)) return errc::non_canonical;
+  return errc::ok;
+}
+
 // Decodes a chunk's entropy data into spos[0, n) (chunk-relative positions) and sval[0, n) (coded values)
 // with the host decoder's checks. `base` starts at the chunk's first element; [lo, hi) bounds the allocation
 // holding the data (the frame).
@@ -387,42 +439,10 @@ SPARSESYNC_DEVICE errc entropy_decode_chunk(value_mode mode, const unsigned char
       skip[gi] = ++cursor[gi] < first[gi + 1] ? sval[cursor[gi]] : none;
     }
   }
-  // Values, in position order.
-  if (ulp) {
-    for (std::uint32_t j = 0; j < n; ++j) {
-      std::uint64_t code = 0;
-      if (const errc e = entropy_rice_get(r, k_val[spos[j] >> entropy_rank_bits], wbits, code); e != errc::ok) return e;
-      if (code >= (std::uint64_t{1} << wbits) - 1) return errc::malformed;
-      sval[j] = unzigzag<W>(static_cast<W>(code + 1));
-    }
-  } else {
-    for (std::uint32_t j = 0; j < n; ++j) sval[j] = static_cast<W>(r.get(wbits));
-    if (r.failed()) return errc::truncated;
-  }
-  if (!r.at_padded_end()) return errc::malformed;
-  // Canonical: the value parameters must be the fitted ones too, and the class body the smaller choice.
-  if (ulp) {
-    for (unsigned gi = 0; gi < groups && fitted; ++gi) {
-      if (changes[gi] == 0) continue;
-      std::uint32_t vc[wbits];
-#pragma unroll
-      for (unsigned k = 0; k < wbits; ++k) vc[k] = 0;
-      for (std::uint32_t j = 0; j < n; ++j) {
-        if ((spos[j] >> entropy_rank_bits) != gi) continue;
-        const std::uint32_t code = static_cast<std::uint32_t>(zigzag<W>(static_cast<W>(sval[j]))) - 1u;
-#pragma unroll
-        for (unsigned k = 0; k < wbits; ++k) vc[k] += rice_params::code_bits<std::uint32_t>(code, k, wbits);
-      }
-      std::uint32_t cost = 0;
-      if (entropy_best(vc, wbits - 1, cost) != k_val[gi]) fitted = false;
-    }
-  }
-  for (std::uint32_t j = 0; j < n; ++j) spos[j] &= entropy_rank_mask;
-  if (!fitted) return errc::non_canonical;
-  // Exactly consumed with the fitted parameters, the data is the class body's length: it must beat rice's.
-  chunk_plan rp;
-  if (std::uint64_t{len} >= 1 + entropy_rice_bytes<W>(mode, numel, n, spos, sval, rp)) return errc::non_canonical;
-  return errc::ok;
+  if (const errc e = entropy_read_values<W>(mode, r, n, [&](std::uint32_t j) { return k_val[spos[j] >> entropy_rank_bits]; }, sval);
+      e != errc::ok)
+    return e;
+  return entropy_check_values<W>(mode, len, numel, n, groups, k_val, changes, fitted, spos, sval);
 }
 
 }  // namespace detail

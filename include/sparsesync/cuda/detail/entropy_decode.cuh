@@ -2,8 +2,9 @@
 // decode_classes, the specification). The thread-per-chunk decoder (entropy_codec.cuh) keeps the rice bodies
 // (tag 0) and chunks longer than entropy_warp_max_numel: apply_entropy_kernel takes what this one leaves.
 //
-// The bitstream stays sequential (lane 0 reads the header, the gaps and the values), but everything that
-// touched the base per element is spread over the warp, as in the encoder's size pass (entropy_plan.cuh):
+// The bitstream stays sequential (lane 0 reads the header and the gaps; the values are read afterwards by a
+// thread per chunk, entropy_warp_values), but everything that touched the base per element is spread over the
+// warp, as in the encoder's size pass (entropy_plan.cuh):
 //  1. each lane counts the classes of its 1/32 of the chunk (16-bit lane-private counters) -> the groups;
 //  2. per lane and group its element count, and after a scan over lanes its first bit (group g's rank r is
 //     bit gbase[g] + r of a bitmap of the chunk's elements by group);
@@ -12,8 +13,11 @@
 //  4. each lane walks its range again, counting its groups' elements up the bitmap: a set bit is a change.
 // The walks' counters are shared-memory atomics (no chain from element to element), and the tables of steps
 // 2-4 reuse the class counters' memory, which keeps many chunks in flight per SM to hide lane 0's latency.
-// The parameter checks price all k at once with lane k holding k's cost (gaps in group order, values through
-// per-group counters in shared memory); rice's size for the same changes is a warp reduction.
+// The gap parameter check prices all k at once with lane k holding k's cost. The values are read afterwards by a
+// thread per chunk (entropy_warp_values, entropy_codec.cuh's entropy_read_values: a warp reads 32 chunks' values
+// at once), then their parameter check and rice's size for the same changes by a warp per chunk again
+// (entropy_warp_check_values, lane k pricing k). Session 14, H100, 7e9 BF16 at 0.72%: lane 0 reading the values
+// here took a quarter of this kernel's 49 ms; split so, 33.7 + 1.6 + 2.2 ms (bench/results/gpu-h100-entropy.md).
 #pragma once
 
 #include <sparsesync/codec/entropy_params.hpp>
@@ -34,25 +38,19 @@ SPARSESYNC_HD constexpr bool entropy_warp_decodes(std::uint32_t n, std::uint32_t
 }
 
 // One region holds, in turn: the lane-private class counters (walk 1); then per lane and group its element count
-// (cnt_at), its first bit (start_at, the counters of walk 2) and the bitmap of changed ranks (bits_at); then per
-// group the value costs. So that this fits in the class counters' 16 KB (and 11 warps fit an SM, not 7), a chunk
+// (cnt_at), its first bit (start_at, the counters of walk 2) and the bitmap of changed ranks (bits_at). So that this fits in the class counters' 16 KB (and 11 warps fit an SM, not 7), a chunk
 // with more than G groups is decoded by lane 0 alone (entropy_decode_chunk): weights in BF16, FP16 or FP32 have a
 // few dozen exponents with 2^-12 of a chunk's elements or more, random bit patterns up to 256.
 struct entropy_decode_smem {
   static constexpr unsigned K = 256;  // the most classes of any width
   static constexpr unsigned G = 64;   // the most groups
   static constexpr unsigned cnt_at = 0, start_at = G * 16, bits_at = 2 * G * 16;
-  union {
-    std::uint32_t ctr[K * 16];    // lane-private 16-bit counters, two a word, lane L's in bank L (entropy_ctr)
-    std::uint32_t vcost[G * 16];  // per group, value costs for 16 parameters
-  };
+  std::uint32_t ctr[K * 16];    // lane-private 16-bit counters, two a word, lane L's in bank L (entropy_ctr)
   std::uint32_t size[K];       // class histogram, then group sizes
   std::uint32_t gbase[G + 1];  // first bit of each group
   std::uint32_t first[G + 1];  // each group's first change in group order
-  std::uint32_t best[G];       // value check: the best cost so far per group
   std::uint16_t from[K];       // each group's first class
-  std::uint8_t of_class[K], k_gap[G], k_val[G], best_k[G];
-  std::uint8_t kv32[32];       // value parameters of the next 32 changes (lane 0 reads them)
+  std::uint8_t of_class[K], k_gap[G], k_val[G];
   unsigned count;              // groups
   int err;
 };
@@ -61,8 +59,8 @@ static_assert(entropy_decode_smem::bits_at + entropy_warp_max_numel / 32 <= entr
 
 // The base is read D vectors of 16 bytes ahead per lane: each step's elements are independent of each other.
 // Each step unrolls the per-element code for all of them, and less of it runs faster (session 13, H100, verified
-// apply at 7e9: 8 ahead 64.7 ms, 4 ahead 56.5 (call J), 2 ahead 53.9 (call K)): the instruction caches, not the
-// loads in flight, bound these walks.
+// apply at 7e9: 8 ahead 64.7 ms, 4 ahead 56.5 (call J), 2 ahead 53.9 (call K); session 14, call C: 4 ahead 53.9,
+// 2 ahead 51.4): the per-element code's latency, with 11-12 warps an SM, not the loads in flight, bounds them.
 inline constexpr unsigned entropy_decode_depth = 2;
 
 // Set bits among bits[lo, hi).
@@ -146,19 +144,33 @@ SPARSESYNC_DEVICE errc entropy_warp_lane0_header(entropy_decode_smem& s, value_m
   return errc::ok;
 }
 
-// Decodes a class body (entropy_warp_decodes) into spos[0, n) (chunk-relative positions) and sval[0, n)
-// (coded values), the whole warp calling; returns the same verdict as entropy_decode_chunk. The base: `fast`
-// (the chunk's elements, 16-byte aligned) or, when null, the segments from bucket element `first`.
+// What the warp decoder leaves for entropy_warp_values (a thread per chunk) in the chunk's state word: the
+// values' first bit (counted from the byte after the tag), whether the gap parameters were the fitted ones, and
+// that the values are pending at all (else the chunk is finished: decoded whole, or failed); once they are read,
+// entropy_values_read tells entropy_warp_check_values (a warp per chunk again) to finish the chunk.
+inline constexpr std::uint32_t entropy_values_pending = 1u << 31, entropy_values_fitted = 1u << 30, entropy_values_read = 1u << 29;
+inline constexpr std::uint32_t entropy_values_bit_mask = (1u << 24) - 1;  // (a chunk's gaps take far fewer bits)
+// A staged change of a chunk that the warp decoder placed: position (below 2^16), its group's value parameter
+// in bits 16-20, its group from entropy_rank_bits up.
+inline constexpr unsigned entropy_staged_k_shift = 16;
+static_assert(entropy_warp_max_numel <= (1u << entropy_staged_k_shift), "sparsesync: the staged value parameter sits above the position");
+
+// Decodes a class body (entropy_warp_decodes) up to its values, the whole warp calling: the changes' positions into
+// spos[0, n) (chunk-relative, each with its group and the group's value parameter, entropy_staged_k_shift) and
+// *state for entropy_warp_values, which reads the values into sval[0, n), and entropy_warp_check_values, which
+// makes the checks of entropy_decode_chunk that need them; the three return its verdict. The bitstream is
+// sequential: its values are read by a thread per chunk, where a warp reads 32 chunks' at once, not by one lane
+// of a warp that waits. The base: `fast` (the chunk's elements, 16-byte aligned) or, when null, the segments
+// from bucket element `first`.
 template <class W>
 SPARSESYNC_DEVICE errc entropy_warp_decode_classes(entropy_decode_smem& s, value_mode mode, const unsigned char* data, std::uint32_t len,
                                                    std::uint32_t numel, std::uint32_t n, const W* fast, const resolved_segment* segs,
                                                    std::uint32_t segment_count, std::uint64_t first, const unsigned char* lo,
-                                                   const unsigned char* hi, std::uint32_t* spos, std::uint32_t* sval) {
+                                                   const unsigned char* hi, std::uint32_t* spos, std::uint32_t* sval, std::uint32_t* state) {
   constexpr unsigned K = entropy_params::class_count<W>;
-  constexpr unsigned wbits = 8 * sizeof(W);
   const unsigned lane = lane_id();
-  const bool ulp = mode == value_mode::ulp;
   std::uint32_t a = 0, b = 0;
+  if (lane == 0) *state = 0;
   entropy_lane_range<W>(numel, lane, a, b);
   // The data, which lane 0 reads bit by bit after the first walk, on its way to L2 meanwhile.
   for (std::uint32_t o = lane * 128u; o < len; o += 32u * 128u) asm volatile("prefetch.L2 [%0];" ::"l"(data + o));
@@ -260,57 +272,94 @@ SPARSESYNC_DEVICE errc entropy_warp_decode_classes(entropy_decode_smem& s, value
   }
   if (__shfl_sync(full_warp, at, 31) != n) return errc::malformed;  // (never: the ranks are distinct and below the sizes)
   at -= mine;
-  // 6. Positions: a set bit at the element's rank in its group is a change. The group rides in the top bits
-  // of the staged position until the values are read. A counter reaches 2^16 only past the chunk's last
+  // 6. Positions: a set bit at the element's rank in its group is a change. Its group and the group's value
+  // parameter ride above the staged position until entropy_warp_values reads them. A counter reaches 2^16 only past the chunk's last
   // element (numel <= 2^16), and its carry into the neighbouring half then lands in no group's counter.
   {
     std::uint32_t* out = spos + at;
     std::uint32_t placed = 0;
-    entropy_lane_walk<W, entropy_decode_depth>(fast, segs, segment_count, first, a, b, [&](std::uint32_t i, W v) {
-      const unsigned g = s.of_class[entropy_params::class_of<W>(v)];
+    auto place = [&](std::uint32_t i, unsigned g, std::uint32_t rk) {
+      if (((bits[rk >> 5] >> (rk & 31)) & 1u) && placed < mine)
+        out[placed++] = (static_cast<std::uint32_t>(g) << entropy_rank_bits) | (static_cast<std::uint32_t>(s.k_val[g]) << entropy_staged_k_shift) | i;
+    };
+    auto rank = [&](unsigned g) {
       const unsigned sh = entropy_ctr_shift(g);
-      const std::uint32_t rk = (atomicAdd(&start[entropy_ctr(g, lane)], 1u << sh) >> sh) & 0xffffu;
-      if (((bits[rk >> 5] >> (rk & 31)) & 1u) && placed < mine) out[placed++] = (static_cast<std::uint32_t>(g) << entropy_rank_bits) | i;
-    });
+      return (atomicAdd(&start[entropy_ctr(g, lane)], 1u << sh) >> sh) & 0xffffu;
+    };
+    constexpr unsigned V = 16 / sizeof(W);
+    // A vector's groups, then its ranks, then the bitmap tests: each a batch of independent accesses.
+    entropy_lane_walk_vectors<W, entropy_decode_depth>(
+        fast, segs, segment_count, first, a, b,
+        [&](std::uint32_t i, const W(&e)[V]) {
+          unsigned g[V];
+          std::uint32_t rk[V];
+#pragma unroll
+          for (unsigned k = 0; k < V; ++k) g[k] = s.of_class[entropy_params::class_of<W>(e[k])];
+#pragma unroll
+          for (unsigned k = 0; k < V; ++k) rk[k] = rank(g[k]);
+#pragma unroll
+          for (unsigned k = 0; k < V; ++k) place(i + k, g[k], rk[k]);
+        },
+        [&](std::uint32_t i, W v) {
+          const unsigned g = s.of_class[entropy_params::class_of<W>(v)];
+          place(i, g, rank(g));
+        });
     if (__any_sync(full_warp, placed != mine)) return errc::malformed;  // (never: both walks read the same base)
   }
   __syncwarp();
-  // 7. Values, in position order (lane 0), their groups' parameters fetched by the warp 32 at a time.
-  {
-    errc e = errc::ok;
-    if (ulp) {
-      for (std::uint32_t j0 = 0; j0 < n; j0 += 32) {
-        if (j0 + lane < n) s.kv32[lane] = s.k_val[spos[j0 + lane] >> entropy_rank_bits];
-        __syncwarp();
-        if (lane == 0 && e == errc::ok) {
-          const unsigned m = n - j0 < 32 ? n - j0 : 32u;
-          for (unsigned t = 0; t < m && e == errc::ok; ++t) {
-            std::uint64_t code = 0;
-            e = entropy_rice_get(r, s.kv32[t], wbits, code);
-            if (e == errc::ok && code >= (std::uint64_t{1} << wbits) - 1) e = errc::malformed;
-            sval[j0 + t] = unzigzag<W>(static_cast<W>(code + 1));
-          }
-        }
-        __syncwarp();
-      }
-    } else if (lane == 0) {
-      for (std::uint32_t j = 0; j < n; ++j) sval[j] = static_cast<W>(r.get(wbits));
-      if (r.failed()) e = errc::truncated;
-    }
-    if (lane == 0) {
-      if (e == errc::ok && !r.at_padded_end()) e = errc::malformed;
-      s.err = static_cast<int>(e);
-    }
-  }
+  if (lane == 0) s.err = r.position_bits() > entropy_values_bit_mask ? static_cast<int>(errc::malformed) : 0;  // (never: see the mask)
   __syncwarp();
   if (s.err != 0) return static_cast<errc>(s.err);
-  // Value parameters: lane k (16 at a time) prices k over the values, into per-group counters.
+  if (lane == 0) *state = entropy_values_pending | (fitted ? entropy_values_fitted : 0u) | static_cast<std::uint32_t>(r.position_bits());
+  return errc::ok;
+}
+
+// The values of a chunk the warp decoder left pending (state), read by one thread (entropy_read_values).
+template <class W>
+SPARSESYNC_DEVICE errc entropy_warp_values(value_mode mode, const unsigned char* data, std::uint32_t len, std::uint32_t n, std::uint32_t state,
+                                           const unsigned char* lo, const unsigned char* hi, const std::uint32_t* spos, std::uint32_t* sval) {
+  const std::uint32_t bit = state & entropy_values_bit_mask;
+  bit_reader r(data + 1 + bit / 8, data + len, lo, hi);
+  if (bit % 8) r.get(bit % 8);
+  return entropy_read_values<W>(mode, r, n, [&](std::uint32_t j) { return (spos[j] >> entropy_staged_k_shift) & 31u; }, sval);
+}
+
+// What entropy_warp_check_values keeps per warp: per group its changes, value parameter and value costs.
+struct entropy_check_smem {
+  static constexpr unsigned G = entropy_decode_smem::G;
+  std::uint32_t vcost[G * 16];  // per group, value costs for 16 parameters
+  std::uint32_t changes[G];
+  std::uint32_t best[G];        // the best cost so far per group
+  std::uint8_t k_val[G], best_k[G];
+};
+
+// The checks that end the decode of a chunk whose values entropy_warp_values read (entropy_check_values' verdict),
+// the whole warp calling: lane k (16 at a time) prices k over the values into per-group counters; rice's size for
+// the same changes is a warp reduction. Clears the group and parameter bits of the staged positions.
+template <class W>
+SPARSESYNC_DEVICE errc entropy_warp_check_values(entropy_check_smem& s, value_mode mode, std::uint32_t len, std::uint32_t n, std::uint32_t state,
+                                                 std::uint32_t* spos, const std::uint32_t* sval) {
+  constexpr unsigned wbits = 8 * sizeof(W);
+  constexpr unsigned G = entropy_check_smem::G;
+  const unsigned lane = lane_id();
+  const bool ulp = mode == value_mode::ulp;
+  bool fitted = (state & entropy_values_fitted) != 0;
+  for (unsigned g = lane; g < G; g += 32) s.changes[g] = 0;
+  __syncwarp();
+  for (std::uint32_t j = lane; j < n; j += 32) {
+    const std::uint32_t a = spos[j];
+    const unsigned g = a >> entropy_rank_bits;
+    atomicAdd(&s.changes[g], 1u);
+    s.k_val[g] = static_cast<std::uint8_t>((a >> entropy_staged_k_shift) & 31u);  // (the same for every change of g)
+  }
+  __syncwarp();
   if (ulp && fitted) {
     for (unsigned kb = 0; kb < wbits; kb += 16) {
       const unsigned k = kb + (lane & 15u);
       const bool pricing = lane < 16 && k < wbits;
       if (pricing)
         for (unsigned g = 0; g < G; ++g) s.vcost[g * 16 + lane] = 0;
+      __syncwarp();
       for (std::uint32_t j0 = 0; j0 < n; j0 += 32) {
         std::uint32_t gl = 0, cl = 0;
         if (j0 + lane < n) {
@@ -326,7 +375,7 @@ SPARSESYNC_DEVICE errc entropy_warp_decode_classes(entropy_decode_smem& s, value
       }
       __syncwarp();
       for (unsigned g = 0; g < G; ++g) {
-        if (s.first[g + 1] == s.first[g]) continue;
+        if (s.changes[g] == 0) continue;
         const std::uint32_t cost = pricing ? s.vcost[g * 16 + lane] : ~std::uint32_t{0};
         const unsigned bk = entropy_warp_argmin(cost, 15);
         const std::uint32_t bc = __shfl_sync(full_warp, cost, bk);
@@ -338,9 +387,9 @@ SPARSESYNC_DEVICE errc entropy_warp_decode_classes(entropy_decode_smem& s, value
       __syncwarp();
     }
     for (unsigned g = 0; g < G; ++g)
-      if (s.first[g + 1] != s.first[g] && s.best_k[g] != s.k_val[g]) fitted = false;
+      if (s.changes[g] != 0 && s.best_k[g] != s.k_val[g]) fitted = false;
   }
-  for (std::uint32_t j = lane; j < n; j += 32) spos[j] &= entropy_rank_mask;
+  for (std::uint32_t j = lane; j < n; j += 32) spos[j] &= entropy_warp_max_numel - 1;
   __syncwarp();
   if (!fitted) return errc::non_canonical;
   // Exactly consumed with the fitted parameters, the data is the class body's length: it must beat rice's.

@@ -55,63 +55,6 @@ struct entropy_warp_smem {
   SPARSESYNC_DEVICE std::uint32_t* next_rank() { return cnt + K; }  // per group: rank after its last placed change
 };
 
-// The chunk's changes with positions in [lo, hi), in order, one at a time (one lane's).
-template <class W>
-struct entropy_lane_changes {
-  const chunk_pass_params& p;
-  std::uint64_t t, t1, off;
-  std::uint32_t i, cnt, hi;
-  std::uint64_t t0;
-  std::uint32_t pos;  // next change's chunk-relative position, or hi when none is left
-
-  SPARSESYNC_DEVICE entropy_lane_changes(const chunk_pass_params& pp, std::uint64_t first_tile, std::uint64_t end_tile, std::uint32_t lo,
-                                         std::uint32_t hi_)
-      : p(pp), t1(end_tile), hi(hi_), t0(first_tile) {
-    t = t0 + (lo >> p.tile_log2);
-    i = 0;
-    cnt = 0;
-    off = 0;
-    pos = hi;
-    if (lo >= hi || t >= t1) return;
-    cnt = p.tile_cnt[t];
-    off = p.tile_off[t];
-    // First change at or after lo in its tile: a binary search of the tile's sorted positions.
-    const std::uint32_t tb = static_cast<std::uint32_t>(t - t0) << p.tile_log2;
-    std::uint32_t a = 0, b = cnt;
-    while (a < b) {
-      const std::uint32_t m = (a + b) / 2;
-      if (tb + p.pos[off + m] < lo)
-        a = m + 1;
-      else
-        b = m;
-    }
-    i = a;
-    settle();
-  }
-
-  SPARSESYNC_DEVICE std::uint64_t slot() const { return off + i; }
-  SPARSESYNC_DEVICE void advance() {
-    ++i;
-    settle();
-  }
-
- private:
-  SPARSESYNC_DEVICE void settle() {
-    while (i >= cnt) {
-      ++t;
-      if (t >= t1 || (static_cast<std::uint32_t>(t - t0) << p.tile_log2) >= hi) {
-        pos = hi;
-        return;
-      }
-      cnt = p.tile_cnt[t];
-      off = p.tile_off[t];
-      i = 0;
-    }
-    const std::uint32_t q = (static_cast<std::uint32_t>(t - t0) << p.tile_log2) + p.pos[off + i];
-    pos = q < hi ? q : hi;
-  }
-};
-
 // f(act, pos, slot) on all lanes for each group of 32 consecutive changes of the chunk.
 template <class F>
 SPARSESYNC_DEVICE void entropy_warp_changes(const chunk_pass_params& p, std::uint64_t t0, std::uint64_t t1, F&& f) {
@@ -131,8 +74,10 @@ SPARSESYNC_DEVICE void entropy_warp_changes(const chunk_pass_params& p, std::uin
 
 // The walks read the base this many 16-byte vectors ahead per lane (no chain from element to element). Each step
 // unrolls the per-element code for all of them, and less of it runs faster (session 13, H100, encode at 7e9:
-// 8 ahead 59.4 ms, 4 ahead 52.1 (call I), 2 ahead 43.6 (call K)), and compiles faster (nvcc -O3 of the encoder's
-// dispatch: 30 s with 8, 22 s with 4).
+// 8 ahead 59.4 ms, 4 ahead 52.1 (call I), 2 ahead 43.6 (call K); session 14, with the ranking walk batched per
+// vector: 4 ahead 44.6, 2 ahead 40.3 (call C)), and compiles faster (nvcc -O3 of the encoder's dispatch: 30 s with
+// 8, 22 s with 4). A walk alone (bench/gpu/entropy_walk_probe.cu) is faster 8 ahead: it is the per-element code,
+// with 11-12 warps an SM, that does not hide its latency.
 inline constexpr unsigned entropy_plan_depth = 2;
 
 template <class W, class P, bool Narrow>
@@ -183,19 +128,72 @@ SPARSESYNC_KERNEL void __launch_bounds__(32) entropy_plan_kernel(chunk_pass_para
   __syncwarp();
   const unsigned G = s.changes[0];
   __syncwarp();
+  // The chunk's region (step 5's output) first holds its changes in position order, slot << entropy_rank_bits | position, so
+  // that each lane's walk finds its next change in a word it loaded long before (the tile lists behind the
+  // slots would be dependent loads at every change the warp meets).
+  std::uint64_t region = 0;
+  if (lane == 0) region = atomicAdd(e.region_next, static_cast<unsigned long long>(n));
+  region = __shfl_sync(full_warp, region, 0);
+  if (region + n > p.capacity) {  // (never: the changes fit the scratch)
+    if (lane == 0) atomicExch(&p.ctr->error, 1);
+    return;
+  }
+  std::uint64_t* reg = e.region + region;
+  {
+    std::uint32_t j0 = 0;
+    entropy_warp_changes(p, t0, t1, [&](bool act, std::uint32_t pos, std::uint64_t slot) {
+      if (act) reg[j0 + lane] = (slot << entropy_rank_bits) | pos;
+      j0 += static_cast<std::uint32_t>(__popc(__ballot_sync(full_warp, act)));
+    });
+  }
+  __syncwarp();
   // 3. Ranks on each lane's range: aux[slot] = group << 24 | rank among the lane's elements of the group.
   ctr.zero(G, lane);
   __syncwarp();
   {
-    entropy_lane_changes<W> ch(p, t0, t1, lo, hi);
-    entropy_lane_walk<W, entropy_plan_depth>(fast, p.segs, p.segment_count, first, lo, hi, [&](std::uint32_t i, W b) {
-      const unsigned g = s.of_class[entropy_params::class_of<W>(b)];
-      const std::uint32_t r = ctr.add(g, lane);
-      if (i == ch.pos) {
-        p.aux[ch.slot()] = (static_cast<std::uint32_t>(g) << entropy_rank_bits) | r;
-        ch.advance();
+    constexpr std::uint64_t pos_mask = (std::uint64_t{1} << entropy_rank_bits) - 1;
+    auto lower = [&](std::uint32_t x) {  // first staged change at or after position x
+      std::uint32_t l = 0, h = n;
+      while (l < h) {
+        const std::uint32_t m = (l + h) / 2;
+        if ((reg[m] & pos_mask) < x)
+          l = m + 1;
+        else
+          h = m;
       }
-    });
+      return l;
+    };
+    std::uint32_t j = lower(lo);
+    const std::uint32_t je = lower(hi);
+    std::uint64_t cur = j < je ? reg[j] : 0, nxt = j + 1 < je ? reg[j + 1] : 0;
+    std::uint32_t at = j < je ? static_cast<std::uint32_t>(cur & pos_mask) : hi;  // (hi: no change is left)
+    auto visit = [&](std::uint32_t i, unsigned g, std::uint32_t r) {
+      if (i != at) return;
+      p.aux[cur >> entropy_rank_bits] = (static_cast<std::uint32_t>(g) << entropy_rank_bits) | r;
+      ++j;
+      cur = nxt;
+      at = j < je ? static_cast<std::uint32_t>(cur & pos_mask) : hi;
+      if (j + 1 < je) nxt = reg[j + 1];
+    };
+    constexpr unsigned V = 16 / sizeof(W);
+    entropy_lane_walk_vectors<W, entropy_plan_depth>(
+        fast, p.segs, p.segment_count, first, lo, hi,
+        [&](std::uint32_t i, const W(&v)[V]) {
+          unsigned g[V];
+          std::uint32_t r[V];
+#pragma unroll
+          for (unsigned k = 0; k < V; ++k) g[k] = s.of_class[entropy_params::class_of<W>(v[k])];
+#pragma unroll
+          for (unsigned k = 0; k < V; ++k) r[k] = ctr.add(g[k], lane);
+          if (at < i + V) [[unlikely]] {  // (one test a vector: a lane meets a change every ~17 vectors at 1%)
+#pragma unroll
+            for (unsigned k = 0; k < V; ++k) visit(i + k, g[k], r[k]);
+          }
+        },
+        [&](std::uint32_t i, W b) {
+          const unsigned g = s.of_class[entropy_params::class_of<W>(b)];
+          visit(i, g, ctr.add(g, lane));
+        });
   }
   __syncwarp();
   // Exclusive prefix over lanes, per group: the rank of a lane's first element of the group (below 2^16 in a
@@ -249,9 +247,7 @@ SPARSESYNC_KERNEL void __launch_bounds__(32) entropy_plan_kernel(chunk_pass_para
   // counters were last read above: their words hold the slot tables from here on.
   std::uint32_t* const cursor = s.cursor();
   std::uint32_t* const next_rank = s.next_rank();
-  std::uint64_t region = 0;
   if (lane == 0) {
-    region = atomicAdd(e.region_next, static_cast<unsigned long long>(n));
     std::uint32_t at = 0;
     for (unsigned g = 0; g < G; ++g) {
       cursor[g] = at;
@@ -259,13 +255,7 @@ SPARSESYNC_KERNEL void __launch_bounds__(32) entropy_plan_kernel(chunk_pass_para
       at += s.changes[g];
     }
   }
-  region = __shfl_sync(full_warp, region, 0);
-  if (region + n > p.capacity) {  // (never: the changes fit the scratch)
-    if (lane == 0) atomicExch(&p.ctr->error, 1);
-    return;
-  }
   __syncwarp();
-  std::uint64_t* reg = e.region + region;
   entropy_warp_changes(p, t0, t1, [&](bool act, std::uint32_t, std::uint64_t slot) {
     const std::uint32_t a = act ? p.aux[slot] : 0u;
     const unsigned g = a >> entropy_rank_bits;
