@@ -84,26 +84,10 @@ if [[ "${SPARSESYNC_SANITIZE:-1}" == 1 ]]; then
     -DSPARSESYNC_BUILD_EXAMPLES=OFF -DSPARSESYNC_CLI_NET=OFF "-DCMAKE_CXX_FLAGS_DEBUG=-O1 -g1" \
     "-DCMAKE_CXX_FLAGS=-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all"
   # The CLI's file commands under the sanitizers too with SPARSESYNC_SANITIZE_CLI=1 (about 50 s more on 2 cores:
-  # its readers of untrusted input are also the fuzz harnesses' targets below).
+  # its readers of untrusted input are also the fuzz harnesses' targets, scripts/fuzz_ci.sh).
   asan_targets=(core_tests golden_tests real_stream_tests sync_tests safetensors_tests)
   [[ ${SPARSESYNC_SANITIZE_CLI:-0} == 1 ]] && asan_targets+=(cli_tests sparsesync_cli)
   cmake --build "$asan" -j "$(nproc)" --target "${asan_targets[@]}"
   asan_tests=$(printf '%s|' "${asan_targets[@]}" | sed -e 's/|sparsesync_cli|$//' -e 's/|$//')
   run_ctest asan "$asan" --output-on-failure --timeout 900 -j "$(nproc)" -R "^(${asan_tests})$"
-fi
-
-# Each libFuzzer harness (tests/fuzz: decoders, patch reader, safetensors reader, session protocol, handshake)
-# for a bounded run over its committed corpus, built with clang (ASan + UBSan). SPARSESYNC_FUZZ=0 skips this;
-# scripts/fuzz.sh runs them for longer.
-if [[ "${SPARSESYNC_FUZZ:-1}" == 1 ]]; then
-  fuzz=${build}-fuzz
-  CC=clang CXX=clang++ cmake -S . -B "$fuzz" -G Ninja -DCMAKE_BUILD_TYPE=Release -DSPARSESYNC_ENABLE_CUDA=OFF \
-    -DSPARSESYNC_BUILD_BENCH=OFF -DSPARSESYNC_BUILD_EXAMPLES=OFF -DSPARSESYNC_BUILD_FUZZ=ON
-  # (grep reads all of ninja's output: with pipefail, grep -q's early exit would fail the pipeline by SIGPIPE.)
-  if ninja -C "$fuzz" -t targets all | grep '^fuzz_chunk_decode:' >/dev/null; then
-    cmake --build "$fuzz" -j "$(nproc)" --target fuzz_chunk_decode fuzz_patch fuzz_protocol fuzz_safetensors fuzz_handshake
-    run_ctest fuzz "$fuzz" --output-on-failure -j "$(nproc)" -L fuzz
-  else
-    echo "test.sh: fuzz stage skipped: clang's libFuzzer runtime is missing (see the cmake output above)"
-  fi
 fi

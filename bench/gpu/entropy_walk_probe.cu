@@ -8,8 +8,10 @@
 //   work:   sum     the words xor-ed (the loads alone)
 //           hist    + one 16-bit shared-memory atomic per element (the class histogram, walk 1)
 //           rank    + the atomic's old value read and tested against a bitmap (walk 2 of the decoder)
-// Build: nvcc -O3 -std=c++20 -arch=sm_90 -o entropy_walk_probe bench/gpu/entropy_walk_probe.cu
-// Run:   ./entropy_walk_probe [numel=7e9] [reps=3]   (prints one JSON object per line)
+// Build: the bench build (target entropy_walk_probe), or nvcc -O3 -std=c++20 -arch=sm_90 -o entropy_walk_probe
+//        bench/gpu/entropy_walk_probe.cu
+// Run:   ./entropy_walk_probe [numel=7e9] [reps=3]   (prints one JSON object per line; session 14's run on an H100:
+//        bench/results/gpu-test-runs/s14/probe/probe.jsonl)
 #include <cuda_runtime.h>
 
 #include <cstdint>
