@@ -9,25 +9,20 @@
 //           hist    + one 16-bit shared-memory atomic per element (the class histogram, walk 1)
 //           rank    + the atomic's old value read and tested against a bitmap (walk 2 of the decoder)
 // Build: the bench build (target entropy_walk_probe), or nvcc -O3 -std=c++20 -arch=sm_90 -o entropy_walk_probe
-//        bench/gpu/entropy_walk_probe.cu
+//        -Iinclude bench/gpu/entropy_walk_probe.cu
 // Run:   ./entropy_walk_probe [numel=7e9] [reps=3]   (prints one JSON object per line; session 14's run on an H100:
 //        bench/results/gpu-test-runs/s14/probe/probe.jsonl)
+#include <sparsesync/cuda/cuda_error.hpp>
+
 #include <cuda_runtime.h>
 
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 
-namespace {
+#define CHECK(x) ::sparsesync::cuda::throw_on_cuda_error((x), #x)
 
-#define CHECK(x)                                                                              \
-  do {                                                                                        \
-    cudaError_t e_ = (x);                                                                     \
-    if (e_ != cudaSuccess) {                                                                  \
-      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                           \
-    }                                                                                         \
-  } while (0)
+namespace {
 
 enum class layout { range, skew, coal };
 enum class work { sum, hist, rank };

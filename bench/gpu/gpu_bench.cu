@@ -17,16 +17,7 @@
 #include <cub/device/device_select.cuh>
 #include <thrust/iterator/counting_iterator.h>
 
-#if SPARSESYNC_BENCH_CUPTI
 #include "kernel_trace.hpp"
-#else
-namespace bench_gpu {
-struct kernel_trace {  // built without CUPTI: --trace is refused
-  explicit kernel_trace(const std::string&) { throw std::runtime_error("--trace: this build has no CUPTI (CUDA::cupti)"); }
-  void mark(const std::string&) {}
-};
-}  // namespace bench_gpu
-#endif
 
 #include <algorithm>
 #include <chrono>

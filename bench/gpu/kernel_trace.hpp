@@ -2,9 +2,22 @@
 // activity API, for benches on machines without Nsight Systems. Records go to a JSON-lines file as CUPTI hands
 // its buffers back; `mark` adds host-side events on the same clock (cuptiGetTimestamp), e.g. the start and end
 // of each version. bench/gpu/trace_summary.py reads the file. Kernel tracing keeps kernels concurrent
-// (CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) and costs a few microseconds per launch.
+// (CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) and costs a few microseconds per launch. A bench built without CUPTI
+// (SPARSESYNC_BENCH_CUPTI unset: bench/gpu/CMakeLists.txt links it where the toolkit has it) gets a kernel_trace
+// that refuses to start.
 #pragma once
 
+#include <stdexcept>
+#include <string>
+
+#if !SPARSESYNC_BENCH_CUPTI
+namespace bench_gpu {
+struct kernel_trace {
+  explicit kernel_trace(const std::string&) { throw std::runtime_error("--trace: this build has no CUPTI (CUDA::cupti)"); }
+  void mark(const std::string&) {}
+};
+}  // namespace bench_gpu
+#else
 #include <cupti.h>
 
 #include <cstdio>
@@ -94,3 +107,4 @@ class kernel_trace {
 };
 
 }  // namespace bench_gpu
+#endif  // SPARSESYNC_BENCH_CUPTI

@@ -38,9 +38,10 @@ SPARSESYNC_HD constexpr bool entropy_warp_decodes(std::uint32_t n, std::uint32_t
 }
 
 // One region holds, in turn: the lane-private class counters (walk 1); then per lane and group its element count
-// (cnt_at), its first bit (start_at, the counters of walk 2) and the bitmap of changed ranks (bits_at). So that this fits in the class counters' 16 KB (and 11 warps fit an SM, not 7), a chunk
-// with more than G groups is decoded by lane 0 alone (entropy_decode_chunk): weights in BF16, FP16 or FP32 have a
-// few dozen exponents with 2^-12 of a chunk's elements or more, random bit patterns up to 256.
+// (cnt_at), its first bit (start_at, the counters of walk 2) and the bitmap of changed ranks (bits_at). So that
+// this fits in the class counters' 16 KB (and 11 warps fit an SM, not 7), a chunk with more than G groups is
+// decoded by lane 0 alone (entropy_decode_chunk): weights in BF16, FP16 or FP32 have a few dozen exponents with
+// 2^-12 of a chunk's elements or more, random bit patterns up to 256.
 struct entropy_decode_smem {
   static constexpr unsigned K = 256;  // the most classes of any width
   static constexpr unsigned G = 64;   // the most groups
@@ -273,14 +274,16 @@ SPARSESYNC_DEVICE errc entropy_warp_decode_classes(entropy_decode_smem& s, value
   if (__shfl_sync(full_warp, at, 31) != n) return errc::malformed;  // (never: the ranks are distinct and below the sizes)
   at -= mine;
   // 6. Positions: a set bit at the element's rank in its group is a change. Its group and the group's value
-  // parameter ride above the staged position until entropy_warp_values reads them. A counter reaches 2^16 only past the chunk's last
-  // element (numel <= 2^16), and its carry into the neighbouring half then lands in no group's counter.
+  // parameter ride above the staged position until entropy_warp_values reads them. A counter reaches 2^16 only
+  // past the chunk's last element (numel <= 2^16), and its carry into the neighbouring half then lands in no
+  // group's counter.
   {
     std::uint32_t* out = spos + at;
     std::uint32_t placed = 0;
     auto place = [&](std::uint32_t i, unsigned g, std::uint32_t rk) {
       if (((bits[rk >> 5] >> (rk & 31)) & 1u) && placed < mine)
-        out[placed++] = (static_cast<std::uint32_t>(g) << entropy_rank_bits) | (static_cast<std::uint32_t>(s.k_val[g]) << entropy_staged_k_shift) | i;
+        out[placed++] =
+            (static_cast<std::uint32_t>(g) << entropy_rank_bits) | (static_cast<std::uint32_t>(s.k_val[g]) << entropy_staged_k_shift) | i;
     };
     auto rank = [&](unsigned g) {
       const unsigned sh = entropy_ctr_shift(g);
