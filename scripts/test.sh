@@ -74,20 +74,8 @@ run_ctest main "$build" --output-on-failure --timeout 900 -j "$(nproc)" "$@"
 ./scripts/python_test.sh 2>&1 | tee "$logs/python.log"
 
 # The decoders of untrusted input, the golden files, the sync engine and the safetensors reader once more under
-# AddressSanitizer and UndefinedBehaviorSanitizer (host code; SPARSESYNC_SANITIZE=0 skips this). Only the programs
-# it runs are built.
-if [[ "${SPARSESYNC_SANITIZE:-1}" == 1 ]]; then
-  asan=${build}-asan
-  # -O1 (assertions stay on): the real-stream test takes minutes at -O0 under the sanitizers. -g1: line tables
-  # only (reports keep file:line), a quarter less compile time than full debug information.
-  cmake -S . -B "$asan" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DSPARSESYNC_ENABLE_CUDA=OFF -DSPARSESYNC_BUILD_BENCH=OFF \
-    -DSPARSESYNC_BUILD_EXAMPLES=OFF -DSPARSESYNC_CLI_NET=OFF "-DCMAKE_CXX_FLAGS_DEBUG=-O1 -g1" \
-    "-DCMAKE_CXX_FLAGS=-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all"
-  # The CLI's file commands under the sanitizers too with SPARSESYNC_SANITIZE_CLI=1 (about 50 s more on 2 cores:
-  # its readers of untrusted input are also the fuzz harnesses' targets, scripts/fuzz_ci.sh).
-  asan_targets=(core_tests golden_tests real_stream_tests sync_tests safetensors_tests)
-  [[ ${SPARSESYNC_SANITIZE_CLI:-0} == 1 ]] && asan_targets+=(cli_tests sparsesync_cli)
-  cmake --build "$asan" -j "$(nproc)" --target "${asan_targets[@]}"
-  asan_tests=$(printf '%s|' "${asan_targets[@]}" | sed -e 's/|sparsesync_cli|$//' -e 's/|$//')
-  run_ctest asan "$asan" --output-on-failure --timeout 900 -j "$(nproc)" -R "^(${asan_tests})$"
+# AddressSanitizer and UndefinedBehaviorSanitizer (scripts/sanitize.sh) only with SPARSESYNC_SANITIZE=1: CI runs
+# that stage after this command (.ci/run), which keeps this one within its time on a slow 2-core machine.
+if [[ "${SPARSESYNC_SANITIZE:-0}" == 1 ]]; then
+  SPARSESYNC_BUILD_DIR="$build" ./scripts/sanitize.sh 2>&1 | tee "$logs/asan.log"
 fi
