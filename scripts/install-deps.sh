@@ -25,7 +25,7 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-# libFuzzer's runtime (the fuzz stage of test.sh) comes with clang's compiler-rt package of the same major version,
+# libFuzzer's runtime (scripts/fuzz_ci.sh, run by .ci/run) comes with clang's compiler-rt package of the same major version,
 # which clang only recommends.
 clang_major=$(clang --version 2>/dev/null | sed -nE 's/.*clang version ([0-9]+).*/\1/p' | head -n 1)
 if [[ -n $clang_major ]] && ! dpkg-query -W -f='${Status}' "libclang-rt-$clang_major-dev" 2>/dev/null | grep -q "install ok installed"; then
