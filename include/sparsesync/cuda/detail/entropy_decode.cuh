@@ -396,26 +396,11 @@ SPARSESYNC_DEVICE errc entropy_warp_check_values(entropy_check_smem& s, value_mo
   __syncwarp();
   if (!fitted) return errc::non_canonical;
   // Exactly consumed with the fitted parameters, the data is the class body's length: it must beat rice's.
-  std::uint32_t rg[rice_params::max_gap_k + 1], rv[wbits];
-#pragma unroll
-  for (unsigned k = 0; k <= rice_params::max_gap_k; ++k) rg[k] = 0;
-#pragma unroll
-  for (unsigned k = 0; k < wbits; ++k) rv[k] = 0;
-  for (std::uint32_t j = lane; j < n; j += 32) {
-    const std::uint32_t gap = spos[j] - (j > 0 ? spos[j - 1] + 1 : 0u);
-#pragma unroll
-    for (unsigned k = 0; k <= rice_params::max_gap_k; ++k) rg[k] += rice_params::code_bits<std::uint32_t>(gap, k, rice_params::gap_raw_bits);
-    if (ulp) {
-      const std::uint32_t code = static_cast<std::uint32_t>(zigzag<W>(static_cast<W>(sval[j]))) - 1u;
-#pragma unroll
-      for (unsigned k = 0; k < wbits; ++k) rv[k] += rice_params::code_bits<std::uint32_t>(code, k, wbits);
-    }
-  }
-  std::uint32_t gap_bits = 0, val_bits = 0;
-  entropy_warp_best(rg, rice_params::max_gap_k, gap_bits);
-  if (ulp) entropy_warp_best(rv, wbits - 1, val_bits);
-  const std::uint64_t rice_bytes = 2 + (std::uint64_t{gap_bits} + (ulp ? std::uint64_t{val_bits} : std::uint64_t{n} * wbits) + 7) / 8;
-  if (std::uint64_t{len} >= 1 + rice_bytes) return errc::non_canonical;
+  entropy_warp_rice_cost<W> rice;
+  for (std::uint32_t j = lane; j < n; j += 32)
+    rice.add(spos[j] - (j > 0 ? spos[j - 1] + 1 : 0u), ulp, ulp ? static_cast<std::uint32_t>(zigzag<W>(static_cast<W>(sval[j]))) - 1u : 0u);
+  unsigned k_gap = 0, k_val = 0;
+  if (std::uint64_t{len} >= 1 + rice.bytes(ulp, n, k_gap, k_val)) return errc::non_canonical;
   return errc::ok;
 }
 

@@ -75,8 +75,8 @@ SPARSESYNC_DEVICE void entropy_warp_changes(const chunk_pass_params& p, std::uin
 // The walks read the base this many 16-byte vectors ahead per lane (no chain from element to element). Each step
 // unrolls the per-element code for all of them, and less of it runs faster (session 13, H100, encode at 7e9:
 // 8 ahead 59.4 ms, 4 ahead 52.1 (call I), 2 ahead 43.6 (call K); session 14, with the ranking walk batched per
-// vector: 4 ahead 44.6, 2 ahead 40.3 (call C), 1 ahead 42.5 (call G)), and compiles faster (nvcc -O3 of the encoder's dispatch: 30 s with
-// 8, 22 s with 4). A walk alone (bench/gpu/entropy_walk_probe.cu) is faster 8 ahead: it is the per-element code,
+// vector: 4 ahead 44.6, 2 ahead 40.3 (call C), 1 ahead 42.5 (call G)), and compiles faster (nvcc -O3 of the
+// encoder's dispatch: 30 s with 8, 22 s with 4). A walk alone (bench/gpu/entropy_walk_probe.cu) is faster 8 ahead: it is the per-element code,
 // with 11-12 warps an SM, that does not hide its latency.
 inline constexpr unsigned entropy_plan_depth = 2;
 
@@ -128,9 +128,9 @@ SPARSESYNC_KERNEL void __launch_bounds__(32) entropy_plan_kernel(chunk_pass_para
   __syncwarp();
   const unsigned G = s.changes[0];
   __syncwarp();
-  // The chunk's region (step 5's output) first holds its changes in position order, slot << entropy_rank_bits | position, so
-  // that each lane's walk finds its next change in a word it loaded long before (the tile lists behind the
-  // slots would be dependent loads at every change the warp meets).
+  // The chunk's region (step 5's output) first holds its changes in position order, slot << entropy_rank_bits |
+  // position, so that each lane's walk finds its next change in a word it loaded long before (the tile lists
+  // behind the slots would be dependent loads at every change the warp meets).
   std::uint64_t region = 0;
   if (lane == 0) region = atomicAdd(e.region_next, static_cast<unsigned long long>(n));
   region = __shfl_sync(full_warp, region, 0);
@@ -211,11 +211,7 @@ SPARSESYNC_KERNEL void __launch_bounds__(32) entropy_plan_kernel(chunk_pass_para
   for (unsigned g = lane; g < G; g += 32) s.changes[g] = 0;
   __syncwarp();
   // 4. Chunk ranks, changes per group, and rice's costs for the same changes (its fallback body).
-  std::uint32_t rg[rice_params::max_gap_k + 1], rv[wbits];
-#pragma unroll
-  for (unsigned k = 0; k <= rice_params::max_gap_k; ++k) rg[k] = 0;
-#pragma unroll
-  for (unsigned k = 0; k < wbits; ++k) rv[k] = 0;
+  entropy_warp_rice_cost<W> rice;
   std::uint32_t carry = 0;  // position after the previous group of 32's last change
   entropy_warp_changes(p, t0, t1, [&](bool act, std::uint32_t pos, std::uint64_t slot) {
     const std::uint32_t up = __shfl_up_sync(full_warp, pos + 1, 1);
@@ -225,23 +221,13 @@ SPARSESYNC_KERNEL void __launch_bounds__(32) entropy_plan_kernel(chunk_pass_para
       const unsigned g = a >> entropy_rank_bits;
       p.aux[slot] = (a & ~entropy_rank_mask) | (ctr.get(g, pos / R) + (a & entropy_rank_mask));  // (R > 0: n > 0)
       atomicAdd(&s.changes[g], 1u);
-      const std::uint32_t gap = pos - next;
-#pragma unroll
-      for (unsigned k = 0; k <= rice_params::max_gap_k; ++k) rg[k] += rice_params::code_bits<std::uint32_t>(gap, k, rice_params::gap_raw_bits);
-      if (ulp) {
-        const std::uint32_t code = static_cast<std::uint32_t>(zigzag<W>(static_cast<const W*>(p.val)[slot])) - 1u;
-#pragma unroll
-        for (unsigned k = 0; k < wbits; ++k) rv[k] += rice_params::code_bits<std::uint32_t>(code, k, wbits);
-      }
+      rice.add(pos - next, ulp, ulp ? static_cast<std::uint32_t>(zigzag<W>(static_cast<const W*>(p.val)[slot])) - 1u : 0u);
     }
     const unsigned last = 31u - static_cast<unsigned>(__clz(static_cast<int>(__ballot_sync(full_warp, act))));
     carry = __shfl_sync(full_warp, pos + 1, last);
   });
-  std::uint32_t rice_gap_bits = 0, rice_val_bits = 0;
-  const unsigned rice_kg = entropy_warp_best(rg, rice_params::max_gap_k, rice_gap_bits);
-  unsigned rice_kv = 0;
-  if (ulp) rice_kv = entropy_warp_best(rv, wbits - 1, rice_val_bits);
-  const std::uint64_t rice_bytes = 2 + (std::uint64_t{rice_gap_bits} + (ulp ? std::uint64_t{rice_val_bits} : std::uint64_t{n} * wbits) + 7) / 8;
+  unsigned rice_kg = 0, rice_kv = 0;
+  const std::uint64_t rice_bytes = rice.bytes(ulp, n, rice_kg, rice_kv);
   __syncwarp();
   // 5. The region, the changes sorted by group (stable), as (gap in the group's sequence, value code). The
   // counters were last read above: their words hold the slot tables from here on.

@@ -3,6 +3,7 @@
 // counters, and fit Rice parameters with costs reduced over the warp.
 #pragma once
 
+#include <sparsesync/codec/rice_params.hpp>
 #include <sparsesync/cuda/detail/detect.cuh>
 #include <sparsesync/cuda/detail/entropy_codec.cuh>
 #include <sparsesync/cuda/detail/warp_decode.cuh>
@@ -158,6 +159,36 @@ SPARSESYNC_DEVICE unsigned entropy_warp_best(const std::uint32_t (&c)[N], unsign
   }
   return best;
 }
+
+// rice's body for a chunk's changes (entropy's fallback, FORMAT.md 3.4.1 tag 0), priced over the warp: each lane
+// adds the changes it holds (gap from the change before, value code in ulp mode); bytes() gives the data length
+// with rice's fitted parameters, the tag byte excluded. The encoder's size pass and the decoder's check share it.
+template <class W>
+struct entropy_warp_rice_cost {
+  static constexpr unsigned wbits = 8 * sizeof(W);
+  std::uint32_t gap_bits[rice_params::max_gap_k + 1], value_bits[wbits];
+  SPARSESYNC_DEVICE entropy_warp_rice_cost() {
+#pragma unroll
+    for (unsigned k = 0; k <= rice_params::max_gap_k; ++k) gap_bits[k] = 0;
+#pragma unroll
+    for (unsigned k = 0; k < wbits; ++k) value_bits[k] = 0;
+  }
+  SPARSESYNC_DEVICE void add(std::uint32_t gap, bool ulp, std::uint32_t code) {
+#pragma unroll
+    for (unsigned k = 0; k <= rice_params::max_gap_k; ++k) gap_bits[k] += rice_params::code_bits<std::uint32_t>(gap, k, rice_params::gap_raw_bits);
+    if (ulp) {
+#pragma unroll
+      for (unsigned k = 0; k < wbits; ++k) value_bits[k] += rice_params::code_bits<std::uint32_t>(code, k, wbits);
+    }
+  }
+  // The whole warp calls; n changes in all. k_gap and k_val get the fitted parameters (k_val 0 in absolute mode).
+  SPARSESYNC_DEVICE std::uint64_t bytes(bool ulp, std::uint32_t n, unsigned& k_gap, unsigned& k_val) const {
+    std::uint32_t g = 0, v = 0;
+    k_gap = entropy_warp_best(gap_bits, rice_params::max_gap_k, g);
+    k_val = ulp ? entropy_warp_best(value_bits, wbits - 1, v) : 0u;
+    return 2 + (std::uint64_t{g} + (ulp ? std::uint64_t{v} : std::uint64_t{n} * wbits) + 7) / 8;
+  }
+};
 
 // Lane k's cost for parameter k (lanes past max_k ignored): the k with the fewest bits, ties to the smaller.
 SPARSESYNC_DEVICE unsigned entropy_warp_argmin(std::uint32_t cost, unsigned max_k) {
