@@ -5,6 +5,8 @@
 //   layout: range   lane l walks [l R, (l + 1) R), R = chunk / 32 (what the codec does: lanes 4 KB apart)
 //           skew    lane l walks [l (R - 8), ...) (lanes 4080 bytes apart; the last lane takes the rest)
 //           coal    lane l reads vector (step 32 + l) (a warp reads 512 contiguous bytes per load)
+//           async   as range, but each lane keeps D vectors in flight with cp.async into a shared-memory ring
+//                   (D * 512 bytes a warp) instead of registers
 //   work:   sum     the words xor-ed (the loads alone)
 //           hist    + one 16-bit shared-memory atomic per element (the class histogram, walk 1)
 //           rank    + the atomic's old value read and tested against a bitmap (walk 2 of the decoder)
@@ -24,7 +26,7 @@
 
 namespace {
 
-enum class layout { range, skew, coal };
+enum class layout { range, skew, coal, async };
 enum class work { sum, hist, rank };
 
 constexpr unsigned chunk = 1u << 16, V = 8;  // BF16 elements per chunk and per 16-byte vector
@@ -34,6 +36,7 @@ __device__ __forceinline__ unsigned ctr_at(unsigned x, unsigned lane) { return (
 template <layout L, work Wk, unsigned D>
 __global__ void __launch_bounds__(32) walk_kernel(const std::uint16_t* base, std::uint64_t numel, std::uint32_t* sink) {
   __shared__ std::uint32_t ctr[128 * 32 + 512];  // 16 KB of counters + 2 KB (the codec's 18 KB per chunk)
+  __shared__ uint4 ring[L == layout::async ? D * 32 : 1];
   const unsigned lane = threadIdx.x;
   const std::uint64_t first = std::uint64_t{blockIdx.x} * chunk;
   if (first >= numel) return;
@@ -82,6 +85,27 @@ __global__ void __launch_bounds__(32) walk_kernel(const std::uint16_t* base, std
 #pragma unroll
       for (unsigned u = 0; u < D; ++u) v[u] = w[u];
     }
+  } else if constexpr (L == layout::async) {
+    const std::uint32_t R = (n + 32 * V - 1) / (32 * V) * V;
+    const std::uint32_t lo = lane * R < n ? lane * R : n;
+    const std::uint32_t hi = lo + R < n ? lo + R : n;
+    const std::uint32_t m = (hi - lo) / V;
+    auto issue = [&](std::uint32_t j) {
+      if (j < m) {
+        const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(&ring[(j % D) * 32 + lane]));
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(b + lo + j * V) : "memory");
+      }
+      asm volatile("cp.async.commit_group;" ::: "memory");
+    };
+#pragma unroll
+    for (unsigned u = 0; u < D; ++u) issue(u);
+    for (std::uint32_t j = 0; j < m; ++j) {
+      asm volatile("cp.async.wait_group %0;" ::"n"(D - 1) : "memory");
+      const uint4 v = ring[(j % D) * 32 + lane];
+      issue(j + D);
+      vec(lo + j * V, v);
+    }
+    for (std::uint32_t i = lo + m * V; i < hi; ++i) element(i, b[i]);
   } else {
     const std::uint32_t R = (n + 32 * V - 1) / (32 * V) * V;
     const std::uint32_t stride = L == layout::skew ? R - V : R;
@@ -151,7 +175,7 @@ float time_ms(F&& f, int reps) {
   return ms / reps;
 }
 
-const char* name(layout l) { return l == layout::range ? "range" : l == layout::skew ? "skew" : "coal"; }
+const char* name(layout l) { return l == layout::range ? "range" : l == layout::skew ? "skew" : l == layout::coal ? "coal" : "async"; }
 const char* name(work w) { return w == work::sum ? "sum" : w == work::hist ? "hist" : "rank"; }
 
 template <layout L, work Wk, unsigned D>
@@ -193,6 +217,13 @@ int main(int argc, char** argv) {
   run<layout::range, work::sum, 8>(base, numel, sink, reps, floor_ms);
   run<layout::range, work::hist, 8>(base, numel, sink, reps, floor_ms);
   run<layout::coal, work::hist, 8>(base, numel, sink, reps, floor_ms);
+  run<layout::async, work::sum, 4>(base, numel, sink, reps, floor_ms);
+  run<layout::async, work::sum, 8>(base, numel, sink, reps, floor_ms);
+  run<layout::async, work::sum, 16>(base, numel, sink, reps, floor_ms);
+  run<layout::async, work::hist, 8>(base, numel, sink, reps, floor_ms);
+  run<layout::async, work::hist, 16>(base, numel, sink, reps, floor_ms);
+  run<layout::async, work::rank, 8>(base, numel, sink, reps, floor_ms);
+  run<layout::async, work::rank, 16>(base, numel, sink, reps, floor_ms);
   CHECK(cudaFree(base));
   return 0;
 }

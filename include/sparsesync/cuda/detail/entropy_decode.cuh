@@ -38,15 +38,16 @@ SPARSESYNC_HD constexpr bool entropy_warp_decodes(std::uint32_t n, std::uint32_t
 }
 
 // One region holds, in turn: the lane-private class counters (walk 1); then per lane and group its element count
-// (cnt_at), its first bit (start_at, the counters of walk 2) and the bitmap of changed ranks (bits_at). So that
-// this fits in the class counters' 16 KB (and 11 warps fit an SM, not 7), a chunk with more than G groups is
-// decoded by lane 0 alone (entropy_decode_chunk): weights in BF16, FP16 or FP32 have a few dozen exponents with
-// 2^-12 of a chunk's elements or more, random bit patterns up to 256.
+// (entropy_decode_tables::cnt), its first bit (start, the counters of walk 2), the bitmap of changed ranks (bits)
+// and, where room is left, a copy of the chunk's data for lane 0 to read. So that this fits in the class
+// counters' 16 KB (and 11 warps fit an SM, not 7), a chunk with more than G groups is decoded by lane 0 alone
+// (entropy_decode_chunk): weights in BF16, FP16 or FP32 have a few dozen exponents with 2^-12 of a chunk's
+// elements or more, random bit patterns up to 256.
 struct entropy_decode_smem {
   static constexpr unsigned K = 256;  // the most classes of any width
   static constexpr unsigned G = 64;   // the most groups
-  static constexpr unsigned cnt_at = 0, start_at = G * 16, bits_at = 2 * G * 16;
-  std::uint32_t ctr[K * 16];    // lane-private 16-bit counters, two a word, lane L's in bank L (entropy_ctr)
+  static constexpr unsigned words = K * 16;
+  alignas(16) std::uint32_t ctr[words];  // lane-private 16-bit counters, two a word, lane L's in bank L (entropy_ctr)
   std::uint32_t size[K];       // class histogram, then group sizes
   std::uint32_t gbase[G + 1];  // first bit of each group
   std::uint32_t first[G + 1];  // each group's first change in group order
@@ -55,8 +56,45 @@ struct entropy_decode_smem {
   unsigned count;              // groups
   int err;
 };
-static_assert(entropy_decode_smem::bits_at + entropy_warp_max_numel / 32 <= entropy_decode_smem::K * 16,
+// Where the tables of a chunk of `groups` groups and numel elements lie in the region (words): a table of 16-bit
+// lane counters for g groups takes (g + 1) / 2 * 32 words (entropy_ctr); the data copy starts 16-byte aligned.
+struct entropy_decode_tables {
+  std::uint32_t cnt = 0, start = 0, bits = 0, data = 0;
+  SPARSESYNC_DEVICE entropy_decode_tables(unsigned groups, std::uint32_t numel) {
+    const std::uint32_t table = (groups + 1) / 2 * 32;
+    start = table;
+    bits = 2 * table;
+    data = bits + ((numel + 31) / 32 + 3) / 4 * 4;
+  }
+};
+static_assert(2 * ((entropy_decode_smem::G + 1) / 2 * 32) + entropy_warp_max_numel / 32 <= entropy_decode_smem::words,
               "sparsesync: the rank bitmap shares the class counters' region");
+
+// The chunk's data bytes [data, data + len) copied, the whole warp calling, into `room` bytes of shared memory at
+// buf (16-byte aligned) as the 16-byte blocks that hold them, so that lane 0 reads its bitstream there: read from
+// global memory, each of its 16-byte blocks waits for a load that the walks' traffic makes slow (the largest
+// part of the warp decoder, session 14's clock64 profile). Blocks are loaded whole only inside [align_down16(lo),
+// hi), as bit_reader does. Returns the copy's first block (what buf + 0 stands for), or null when it does not
+// fit (lane 0 then reads global memory).
+SPARSESYNC_DEVICE const unsigned char* entropy_stage_data(const unsigned char* data, std::uint32_t len, const unsigned char* lo,
+                                                          const unsigned char* hi, unsigned char* buf, std::uint32_t room) {
+  const auto align = [](const unsigned char* q) { return reinterpret_cast<std::uintptr_t>(q) & ~std::uintptr_t{15}; };
+  const std::uintptr_t first = align(data), lo16 = align(lo), end = reinterpret_cast<std::uintptr_t>(data + len);
+  const std::uint32_t blocks = static_cast<std::uint32_t>((end - first + 15) / 16);
+  if (std::uint64_t{blocks} * 16 > room) return nullptr;
+  const auto hi_at = reinterpret_cast<std::uintptr_t>(hi);
+  for (std::uint32_t b = lane_id(); b < blocks; b += 32) {
+    const std::uintptr_t at = first + 16u * b;
+    if (at >= lo16 && at + 16 <= hi_at) {
+      *reinterpret_cast<uint4*>(buf + 16u * b) = *reinterpret_cast<const uint4*>(at);
+    } else {
+      for (unsigned i = 0; i < 16; ++i)  // (the bytes of the range in a block that straddles an end)
+        if (at + i >= reinterpret_cast<std::uintptr_t>(data) && at + i < end) buf[16u * b + i] = *reinterpret_cast<const unsigned char*>(at + i);
+    }
+  }
+  __syncwarp();
+  return reinterpret_cast<const unsigned char*>(first);
+}
 
 // The base is read D vectors of 16 bytes ahead per lane: each step's elements are independent of each other.
 // Each step unrolls the per-element code for all of them, and less of it runs faster (session 13, H100, verified
@@ -203,10 +241,11 @@ SPARSESYNC_DEVICE errc entropy_warp_decode_classes(entropy_decode_smem& s, value
     return static_cast<errc>(s.err);
   }
   // 3. Per lane and group: its elements (the sum of the group's classes, in place: group g <= its classes), then
-  // its first bit after a scan over lanes; the class counters are all read before either is stored past cnt_at.
-  std::uint32_t* const cnt = s.ctr + entropy_decode_smem::cnt_at;
-  std::uint32_t* const start = s.ctr + entropy_decode_smem::start_at;
-  std::uint32_t* const bits = s.ctr + entropy_decode_smem::bits_at;
+  // its first bit after a scan over lanes; the class counters are all read before either is stored past the first.
+  const entropy_decode_tables at_(G, numel);
+  std::uint32_t* const cnt = s.ctr + at_.cnt;
+  std::uint32_t* const start = s.ctr + at_.start;
+  std::uint32_t* const bits = s.ctr + at_.bits;
   for (unsigned g = 0; g < G; ++g) {
     const unsigned x1 = g + 1 < G ? s.from[g + 1] : K;
     std::uint32_t c = 0;
@@ -226,9 +265,18 @@ SPARSESYNC_DEVICE errc entropy_warp_decode_classes(entropy_decode_smem& s, value
   }
   for (std::uint32_t w = lane; w < (numel + 31) / 32; w += 32) bits[w] = 0;
   __syncwarp();
-  // 4. Header and gaps (the gaps into sval, free until the values).
-  bit_reader r(data + 1, data + len, lo, hi);
-  if (lane == 0) s.err = static_cast<int>(entropy_warp_lane0_header<W>(s, mode, r, len, n, bits, sval));
+  // 4. Header and gaps (the gaps into sval, free until the values), read from a copy in the region when it fits.
+  unsigned char* const buf = reinterpret_cast<unsigned char*>(s.ctr + at_.data);
+  const unsigned char* const copied =
+      entropy_stage_data(data, len, lo, hi, buf, at_.data < entropy_decode_smem::words ? 4 * (entropy_decode_smem::words - at_.data) : 0u);
+  const std::uint32_t copy_bytes = copied ? static_cast<std::uint32_t>((data + len - copied + 15) & ~15u) : 0u;
+  bit_reader r = copied ? bit_reader(buf + (data + 1 - copied), buf + (data + len - copied), buf, buf + copy_bytes)
+                        : bit_reader(data + 1, data + len, lo, hi);
+  // The gaps, kept for the parameter check below, in the region too where they fit (its loads wait on lane 0's
+  // stores: from global memory, a round trip each 32 gaps).
+  const std::uint32_t gaps_at = at_.data + copy_bytes / 4;
+  std::uint32_t* const gaps = gaps_at <= entropy_decode_smem::words && n <= entropy_decode_smem::words - gaps_at ? s.ctr + gaps_at : sval;
+  if (lane == 0) s.err = static_cast<int>(entropy_warp_lane0_header<W>(s, mode, r, len, n, bits, gaps));
   __syncwarp();
   if (s.err != 0) return static_cast<errc>(s.err);
   // Gap parameters: lane k prices k over each group's gaps, read 32 at a time (one load for the warp, then
@@ -245,7 +293,7 @@ SPARSESYNC_DEVICE errc entropy_warp_decode_classes(entropy_decode_smem& s, value
     };
     unsigned raw = entropy_params::gap_raw_bits(s.size[0]);
     for (std::uint32_t j0 = 0; j0 < n; j0 += 32) {
-      const std::uint32_t v = j0 + lane < n ? sval[j0 + lane] : 0u;
+      const std::uint32_t v = j0 + lane < n ? gaps[j0 + lane] : 0u;
       const unsigned m = n - j0 < 32 ? n - j0 : 32u;
       for (unsigned t = 0; t < m; ++t) {
         if (j0 + t >= s.first[g + 1]) {
