@@ -1,8 +1,8 @@
 // The GPU entropy encoder's size pass, a warp per chunk (the bytes are FORMAT.md 3.4.1's, as the host codec
-// writes them). Each lane walks a contiguous 1/32 of the chunk's base with lane-private counters in shared
-// memory (no bank conflicts: lane L owns bank L; advanced with atomics, as the decoder's), twice: once for the
-// class histogram (which gives the groups), once to give each change its rank among its group's elements on the
-// lane's own range.
+// writes them). The warp reads the chunk's base twice, counting into lane-private counters in shared memory
+// (no bank conflicts: lane L owns bank L; advanced with atomics, as the decoder's): first coalesced, for the class
+// histogram (which gives the groups; only its totals count), then each lane its own contiguous 1/32 of the chunk,
+// to give each change its rank among its group's elements on the lane's range.
 // A warp scan of the counters turns those into ranks in the chunk. The changes are then counting-sorted by
 // group (stable: position order inside a group) into a per-chunk region of (gap, value code) words, each
 // group's parameters fitted by the warp over its region (costs reduced across lanes), and rice's size for
@@ -79,6 +79,8 @@ SPARSESYNC_DEVICE void entropy_warp_changes(const chunk_pass_params& p, std::uin
 // encoder's dispatch: 30 s with 8, 22 s with 4). A walk alone (bench/gpu/entropy_walk_probe.cu) is faster 8 ahead: it is the per-element code,
 // with 11-12 warps an SM, that does not hide its latency.
 inline constexpr unsigned entropy_plan_depth = 2;
+// The class histogram's coalesced walk (entropy_warp_walk_any_order), vectors ahead per lane.
+inline constexpr unsigned entropy_histogram_depth = 4;
 
 template <class W, class P, bool Narrow>
 SPARSESYNC_KERNEL void __launch_bounds__(32) entropy_plan_kernel(chunk_pass_params p, entropy_plan_scratch e) {
@@ -109,11 +111,11 @@ SPARSESYNC_KERNEL void __launch_bounds__(32) entropy_plan_kernel(chunk_pass_para
   const std::uint32_t R = entropy_lane_range<W>(numel_c, lane, lo, hi);
   const W* fast = entropy_fast_base<W>(p.segs, p.segment_count, first, numel_c);
 
-  // 1. Class histogram.
+  // 1. Class histogram (totals only: the lanes read the chunk coalesced, each counting what it read).
   ctr.zero(K, lane);
   __syncwarp();
-  entropy_lane_walk<W, entropy_plan_depth>(fast, p.segs, p.segment_count, first, lo, hi,
-                                           [&](std::uint32_t, W b) { ctr.add(entropy_params::class_of<W>(b), lane); });
+  entropy_warp_walk_any_order<W, entropy_histogram_depth>(fast, p.segs, p.segment_count, first, numel_c,
+                                                          [&](std::uint32_t, W b) { ctr.add(entropy_params::class_of<W>(b), lane); });
   __syncwarp();
   for (unsigned x = 0; x < K; ++x) {
     const std::uint32_t tot = entropy_warp_add(ctr.get(x, lane));
