@@ -101,6 +101,9 @@ SPARSESYNC_DEVICE const unsigned char* entropy_stage_data(const unsigned char* d
 // apply at 7e9: 8 ahead 64.7 ms, 4 ahead 56.5 (call J), 2 ahead 53.9 (call K); session 14, call C: 4 ahead 53.9,
 // 2 ahead 51.4; call G, on the final decoder: 1 ahead 44.2, 2 ahead 42.6): the per-element code's latency, with 11-12 warps an SM, not the loads in flight, bounds them.
 inline constexpr unsigned entropy_decode_depth = 2;
+// The first walk, a count and nothing else per element, reads further ahead (session 15, call D, verified apply at
+// 7e9 on an H100: 2 ahead 42.08 / 42.07 ms, 4 ahead 41.84 / 41.84, 8 ahead 42.54 / 42.57).
+inline constexpr unsigned entropy_count_depth = 4;
 
 // Set bits among bits[lo, hi).
 SPARSESYNC_DEVICE std::uint32_t entropy_popcount_range(const std::uint32_t* bits, std::uint32_t lo, std::uint32_t hi) {
@@ -216,7 +219,7 @@ SPARSESYNC_DEVICE errc entropy_warp_decode_classes(entropy_decode_smem& s, value
   // 1. Class histogram. A lane's count stays below 2^16 (its range is at most 2^11).
   for (unsigned x = 0; x < K; x += 2) s.ctr[entropy_ctr(x, lane)] = 0;
   __syncwarp();
-  entropy_lane_walk<W, entropy_decode_depth>(fast, segs, segment_count, first, a, b, [&](std::uint32_t, W v) {
+  entropy_lane_walk<W, entropy_count_depth>(fast, segs, segment_count, first, a, b, [&](std::uint32_t, W v) {
     const unsigned x = entropy_params::class_of<W>(v);
     atomicAdd(&s.ctr[entropy_ctr(x, lane)], 1u << entropy_ctr_shift(x));
   });
