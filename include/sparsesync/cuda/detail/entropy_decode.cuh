@@ -170,18 +170,28 @@ SPARSESYNC_DEVICE errc entropy_warp_lane0_header(entropy_decode_smem& s, value_m
       entropy_set_range(bits, s.gbase[g], s.gbase[g] + size);
       continue;
     }
-    const unsigned raw = entropy_params::gap_raw_bits(size);
+    const unsigned raw = entropy_params::gap_raw_bits(size), k = s.k_gap[g];
+    const std::uint32_t gbase = s.gbase[g];
+    // The bitmap word being filled stays in a register until the ranks leave it: close ranks share words, and a
+    // read-modify-write of shared memory per rank would wait on the one before.
+    std::uint32_t word = ~0u, word_bits = 0;
     std::uint64_t next = 0;
     for (std::uint32_t i = s.first[g]; i < s.first[g + 1]; ++i) {
       std::uint64_t gap = 0;
-      if (const errc e = entropy_rice_get(r, s.k_gap[g], raw, gap); e != errc::ok) return e;
+      if (const errc e = entropy_rice_get(r, k, raw, gap); e != errc::ok) return e;
       next += gap;
       if (next >= size) return errc::index_out_of_range;
       gap_out[i] = static_cast<std::uint32_t>(gap);
-      const std::uint32_t b = s.gbase[g] + static_cast<std::uint32_t>(next);
-      bits[b >> 5] |= 1u << (b & 31);
+      const std::uint32_t b = gbase + static_cast<std::uint32_t>(next);
+      if (b >> 5 != word) {
+        if (word != ~0u) bits[word] |= word_bits;
+        word = b >> 5;
+        word_bits = 0;
+      }
+      word_bits |= 1u << (b & 31);
       ++next;
     }
+    if (word != ~0u) bits[word] |= word_bits;
   }
   return errc::ok;
 }
