@@ -71,11 +71,11 @@ static_assert(2 * ((entropy_decode_smem::G + 1) / 2 * 32) + entropy_warp_max_num
               "sparsesync: the rank bitmap shares the class counters' region");
 
 // The chunk's data bytes [data, data + len) copied, the whole warp calling, into `room` bytes of shared memory at
-// buf (16-byte aligned) as the 16-byte blocks that hold them, so that lane 0 reads its bitstream there: read from
-// global memory, each of its 16-byte blocks waits for a load that the walks' traffic makes slow (the largest
-// part of the warp decoder, session 14's clock64 profile). Blocks are loaded whole only inside [align_down16(lo),
-// hi), as bit_reader does. Returns the copy's first block (what buf + 0 stands for), or null when it does not
-// fit (lane 0 then reads global memory).
+// buf (16-byte aligned) as the 16-byte blocks that hold them, so that lane 0 reads its bitstream there rather than
+// wait on a global load for each of its 16-byte blocks (session 15, call B: the warp kernel 0.5 ms shorter at 7e9
+// on an H100; lane 0's reading is bound by its own instruction chain more than by these loads). Blocks are loaded
+// whole only inside [align_down16(lo), hi), as bit_reader does. Returns the copy's first block (what buf + 0
+// stands for), or null when it does not fit (lane 0 then reads global memory).
 SPARSESYNC_DEVICE const unsigned char* entropy_stage_data(const unsigned char* data, std::uint32_t len, const unsigned char* lo,
                                                           const unsigned char* hi, unsigned char* buf, std::uint32_t room) {
   const auto align = [](const unsigned char* q) { return reinterpret_cast<std::uintptr_t>(q) & ~std::uintptr_t{15}; };
@@ -278,15 +278,15 @@ SPARSESYNC_DEVICE errc entropy_warp_decode_classes(entropy_decode_smem& s, value
   }
   for (std::uint32_t w = lane; w < (numel + 31) / 32; w += 32) bits[w] = 0;
   __syncwarp();
-  // 4. Header and gaps (the gaps into sval, free until the values), read from a copy in the region when it fits.
+  // 4. Header and gaps, read from a copy of the data in the region when it fits.
   unsigned char* const buf = reinterpret_cast<unsigned char*>(s.ctr + at_.data);
   const unsigned char* const copied =
       entropy_stage_data(data, len, lo, hi, buf, at_.data < entropy_decode_smem::words ? 4 * (entropy_decode_smem::words - at_.data) : 0u);
   const std::uint32_t copy_bytes = copied ? static_cast<std::uint32_t>((data + len - copied + 15) & ~15u) : 0u;
   bit_reader r = copied ? bit_reader(buf + (data + 1 - copied), buf + (data + len - copied), buf, buf + copy_bytes)
                         : bit_reader(data + 1, data + len, lo, hi);
-  // The gaps, kept for the parameter check below, in the region too where they fit (its loads wait on lane 0's
-  // stores: from global memory, a round trip each 32 gaps).
+  // The gaps, kept for the parameter check below: in the region too where they fit, else in sval (free until the
+  // values).
   const std::uint32_t gaps_at = at_.data + copy_bytes / 4;
   std::uint32_t* const gaps = gaps_at <= entropy_decode_smem::words && n <= entropy_decode_smem::words - gaps_at ? s.ctr + gaps_at : sval;
   if (lane == 0) s.err = static_cast<int>(entropy_warp_lane0_header<W>(s, mode, r, len, n, bits, gaps));
