@@ -99,7 +99,8 @@ SPARSESYNC_DEVICE const unsigned char* entropy_stage_data(const unsigned char* d
 // The base is read D vectors of 16 bytes ahead per lane: each step's elements are independent of each other.
 // Each step unrolls the per-element code for all of them, and less of it runs faster (session 13, H100, verified
 // apply at 7e9: 8 ahead 64.7 ms, 4 ahead 56.5 (call J), 2 ahead 53.9 (call K); session 14, call C: 4 ahead 53.9,
-// 2 ahead 51.4; call G, on the final decoder: 1 ahead 44.2, 2 ahead 42.6): the per-element code's latency, with 11-12 warps an SM, not the loads in flight, bounds them.
+// 2 ahead 51.4; call G, on the final decoder: 1 ahead 44.2, 2 ahead 42.6; session 15, call G: 3 ahead 41.8 against 41.1):
+// the per-element code's latency, with 11-12 warps an SM, not the loads in flight, bounds them.
 inline constexpr unsigned entropy_decode_depth = 2;
 // The first walk, a count and nothing else per element, reads further ahead (session 15, call D, verified apply at
 // 7e9 on an H100: 2 ahead 42.08 / 42.07 ms, 4 ahead 41.84 / 41.84, 8 ahead 42.54 / 42.57).

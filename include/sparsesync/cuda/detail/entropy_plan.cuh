@@ -72,12 +72,13 @@ SPARSESYNC_DEVICE void entropy_warp_changes(const chunk_pass_params& p, std::uin
   }
 }
 
-// The walks read the base this many 16-byte vectors ahead per lane (no chain from element to element). Each step
-// unrolls the per-element code for all of them, and less of it runs faster (session 13, H100, encode at 7e9:
-// 8 ahead 59.4 ms, 4 ahead 52.1 (call I), 2 ahead 43.6 (call K); session 14, with the ranking walk batched per
-// vector: 4 ahead 44.6, 2 ahead 40.3 (call C), 1 ahead 42.5 (call G)), and compiles faster (nvcc -O3 of the
-// encoder's dispatch: 30 s with 8, 22 s with 4). A walk alone (bench/gpu/entropy_walk_probe.cu) is faster 8 ahead: it is the per-element code,
-// with 11-12 warps an SM, that does not hide its latency.
+// The ranking walk reads the base this many 16-byte vectors ahead per lane (no chain from element to element).
+// Each step unrolls the per-element code for all of them, and less of it runs faster (session 13, H100, encode at
+// 7e9: 8 ahead 59.4 ms, 4 ahead 52.1 (call I), 2 ahead 43.6 (call K); session 14, with the ranking walk batched per
+// vector: 4 ahead 44.6, 2 ahead 40.3 (call C), 1 ahead 42.5 (call G); session 15, call G: 3 ahead 41.5 against 38.5),
+// and compiles faster (nvcc -O3 of the encoder's dispatch: 30 s with 8, 22 s with 4). A walk alone
+// (bench/gpu/entropy_walk_probe.cu) is faster 8 ahead: it is the per-element code, with 11-12 warps an SM, that
+// does not hide its latency.
 inline constexpr unsigned entropy_plan_depth = 2;
 // The class histogram's coalesced walk (entropy_warp_walk_any_order), vectors ahead per lane (session 15, call D,
 // encode at 7e9 on an H100: 4 ahead 38.66 / 38.67 ms, 8 ahead 38.51-38.56).
