@@ -332,6 +332,96 @@ TEST_CASE("device XXH64 equals libxxhash on every length and alignment") {
   cudaFree(dg);
 }
 
+namespace {
+// One stream of a random buffer read by bit_reader (global memory, 16-byte blocks) and word_bit_reader (words,
+// funnel shifts; what the warp entropy decoder's lane 0 reads its staged copy with) through the same operations:
+// every value, failure flag and position must agree after each. Op: kind | param << 8 | param2 << 16; kind 0
+// get(param), 1 get_unary(param), 2 entropy_rice_get(k = param, raw bits = param2).
+struct reader_job {
+  std::uint32_t begin, end, first_op, ops;
+};
+
+__global__ void reader_twin_kernel(const unsigned char* buf, std::uint32_t bytes, const reader_job* jobs, std::size_t n_jobs,
+                                   const std::uint32_t* ops, std::uint32_t* bad_op) {
+  const std::size_t i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n_jobs) return;
+  const reader_job j = jobs[i];
+  sc::detail::bit_reader a(buf + j.begin, buf + j.end, buf, buf + bytes);
+  sc::detail::word_bit_reader b(reinterpret_cast<const std::uint32_t*>(buf), bytes / 4, 8 * j.begin, 8 * j.end);
+  bad_op[i] = ~0u;
+  for (std::uint32_t o = 0; o < j.ops; ++o) {
+    const std::uint32_t op = ops[j.first_op + o], kind = op & 0xFFu, p1 = (op >> 8) & 0xFFu, p2 = op >> 16;
+    bool same = true;
+    if (kind == 0) {
+      same = a.get(p1) == b.get(p1);
+    } else if (kind == 1) {
+      same = a.get_unary(p1) == b.get_unary(p1);
+    } else {
+      std::uint64_t va = 0, vb = 0;
+      const auto ea = sc::detail::entropy_rice_get(a, p1, p2, va), eb = sc::detail::entropy_rice_get(b, p1, p2, vb);
+      same = ea == eb && (ea != sparsesync::errc::ok || va == vb);
+    }
+    if (!same || a.failed() != b.failed() || a.position_bits() != b.position_bits()) {
+      bad_op[i] = o;
+      return;
+    }
+  }
+}
+}  // namespace
+
+TEST_CASE("the word reader of staged bitstreams reads exactly as bit_reader: values, failures, positions") {
+  std::mt19937_64 rng(7);
+  // Runs of ones and zeros of random lengths, so that unary parts and escapes of every length occur.
+  std::vector<unsigned char> buf(4096);
+  for (std::size_t bit = 0; bit < 8 * buf.size();) {
+    const bool one = rng() % 2;
+    const std::size_t run = 1 + rng() % (rng() % 4 == 0 ? 40 : 6);
+    for (std::size_t r = 0; r < run && bit < 8 * buf.size(); ++r, ++bit)
+      if (one) buf[bit / 8] |= static_cast<unsigned char>(1u << (bit % 8));
+  }
+  device_bytes d(buf);
+  std::vector<reader_job> jobs;
+  std::vector<std::uint32_t> ops;
+  for (std::uint32_t len = 0; len <= 48; ++len)
+    for (std::uint32_t begin = 0; begin < 16; ++begin)
+      for (int rep = 0; rep < 4; ++rep) {
+        const std::uint32_t start = begin + 64 * static_cast<std::uint32_t>(rng() % 60);
+        reader_job j{start, start + len, static_cast<std::uint32_t>(ops.size()), 0};
+        for (int o = 0; o < 40; ++o) {
+          const unsigned kind = static_cast<unsigned>(rng() % 3);
+          std::uint32_t op = kind;
+          if (kind == 0) op |= static_cast<std::uint32_t>(rng() % 33) << 8;
+          else if (kind == 1) op |= static_cast<std::uint32_t>(1 + rng() % 32) << 8;
+          else op |= static_cast<std::uint32_t>(rng() % 25) << 8 | static_cast<std::uint32_t>(1 + rng() % 32) << 16;
+          ops.push_back(op);
+          ++j.ops;
+        }
+        jobs.push_back(j);
+      }
+  reader_job* dj = nullptr;
+  std::uint32_t *dops = nullptr, *dbad = nullptr;
+  CUDA_OK(cudaMalloc(&dj, jobs.size() * sizeof(reader_job)));
+  CUDA_OK(cudaMalloc(&dops, ops.size() * 4));
+  CUDA_OK(cudaMalloc(&dbad, jobs.size() * 4));
+  CUDA_OK(cudaMemcpy(dj, jobs.data(), jobs.size() * sizeof(reader_job), cudaMemcpyHostToDevice));
+  CUDA_OK(cudaMemcpy(dops, ops.data(), ops.size() * 4, cudaMemcpyHostToDevice));
+  reader_twin_kernel<<<static_cast<unsigned>((jobs.size() + 127) / 128), 128>>>(d.p, static_cast<std::uint32_t>(buf.size()), dj, jobs.size(), dops,
+                                                                                   dbad);
+  CUDA_OK(cudaGetLastError());
+  CUDA_OK(cudaDeviceSynchronize());
+  std::vector<std::uint32_t> bad(jobs.size());
+  CUDA_OK(cudaMemcpy(bad.data(), dbad, bad.size() * 4, cudaMemcpyDeviceToHost));
+  std::size_t failed = 0;
+  for (std::size_t i = 0; i < jobs.size(); ++i) {
+    if (bad[i] == ~0u) continue;
+    if (failed++ < 5) MESSAGE("job " << i << " (bytes " << jobs[i].begin << ".." << jobs[i].end << "): readers differ at op " << bad[i]);
+  }
+  CHECK_EQ(failed, 0u);
+  cudaFree(dj);
+  cudaFree(dops);
+  cudaFree(dbad);
+}
+
 TEST_CASE("GPU frames are byte-identical to the host writer: sizes around warp, tile and chunk boundaries") {
   std::mt19937_64 rng(7);
   struct shape {

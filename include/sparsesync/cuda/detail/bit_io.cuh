@@ -291,6 +291,73 @@ SPARSESYNC_DEVICE std::uint64_t hash_chunk(std::uint64_t seed, std::uint64_t ent
   return h.digest();
 }
 
+// Reads a bit range of a copy held in shared memory as 32-bit words (the stream's bits LSB-first, as bit_reader
+// sees them): the next 64 bits at any position are three word loads and two funnel shifts, where bit_reader's
+// refill works through its 16-byte blocks byte by byte, on the critical path of a thread that decodes one code
+// after the other. Same values, consumption and failures as bit_reader for get, get_unary and try_rice; bits past
+// `end_bit` read as absent. `words` holds word_count words; begin_bit <= end_bit <= 32 * word_count.
+class word_bit_reader {
+ public:
+  SPARSESYNC_DEVICE word_bit_reader(const std::uint32_t* words, std::uint32_t word_count, std::uint32_t begin_bit, std::uint32_t end_bit)
+      : w_(words), count_(word_count), begin_(begin_bit), pos_(begin_bit), end_(end_bit) {}
+
+  // Reads n <= 32 bits.
+  SPARSESYNC_DEVICE std::uint32_t get(unsigned n) {
+    if (end_ - pos_ < n) {
+      failed_ = true;
+      return 0;
+    }
+    const std::uint32_t v = static_cast<std::uint32_t>(peek() & ((std::uint64_t{1} << n) - 1));
+    pos_ += n;
+    return v;
+  }
+  // Leading one bits up to `limit` (<= 32); below the limit the terminating zero is consumed too.
+  SPARSESYNC_DEVICE unsigned get_unary(unsigned limit) {
+    const std::uint64_t inv = ~peek();  // (past the end: zeros, so `ones` stops there)
+    const unsigned ones = inv == 0 ? 64u : static_cast<unsigned>(__ffsll(static_cast<long long>(inv)) - 1);
+    if (ones >= limit) {
+      pos_ += limit;
+      return limit;
+    }
+    if (ones < end_ - pos_) {
+      pos_ += ones + 1;
+      return ones;
+    }
+    pos_ += ones;  // the bits ran out inside the unary part
+    failed_ = true;
+    return ones;
+  }
+  // A Rice code as bit_reader::try_rice: decoded in one step where its unary part is below `escape` and the whole
+  // code is there (true); otherwise nothing is consumed (false).
+  SPARSESYNC_DEVICE bool try_rice(unsigned k, unsigned escape, std::uint64_t& v) {
+    if (failed_) return false;
+    const std::uint64_t a = peek();
+    if (a == ~std::uint64_t{0}) return false;
+    const unsigned q = static_cast<unsigned>(__ffsll(static_cast<long long>(~a)) - 1);
+    if (q >= escape || q + 1 + k > end_ - pos_) return false;
+    v = (std::uint64_t{q} << k) | ((a >> (q + 1)) & ((std::uint64_t{1} << k) - 1));
+    pos_ += q + 1 + k;
+    return true;
+  }
+  [[nodiscard]] SPARSESYNC_DEVICE bool failed() const { return failed_; }
+  // Bits consumed since `begin_bit`.
+  [[nodiscard]] SPARSESYNC_DEVICE std::uint64_t position_bits() const { return pos_ - begin_; }
+
+ private:
+  // The 64 bits from pos_, zero past end_.
+  SPARSESYNC_DEVICE std::uint64_t peek() const {
+    const std::uint32_t i = pos_ >> 5, sh = pos_ & 31u;
+    const std::uint32_t a = i < count_ ? w_[i] : 0u, b = i + 1 < count_ ? w_[i + 1] : 0u, c = i + 2 < count_ ? w_[i + 2] : 0u;
+    std::uint64_t v = __funnelshift_r(a, b, sh) | (static_cast<std::uint64_t>(__funnelshift_r(b, c, sh)) << 32);
+    const std::uint32_t left = end_ - pos_;
+    if (left < 64) v &= (std::uint64_t{1} << left) - 1;
+    return v;
+  }
+  const std::uint32_t* w_;
+  std::uint32_t count_, begin_, pos_, end_;
+  bool failed_ = false;
+};
+
 }  // namespace detail
 }  // namespace cuda
 SPARSESYNC_NS_END

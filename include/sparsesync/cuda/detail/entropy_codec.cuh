@@ -234,7 +234,8 @@ struct entropy_staged_slots {
   }
 };
 
-SPARSESYNC_DEVICE errc entropy_rice_get(bit_reader& r, unsigned k, unsigned raw_bits, std::uint64_t& v) {
+template <class Reader>
+SPARSESYNC_DEVICE errc entropy_rice_get(Reader& r, unsigned k, unsigned raw_bits, std::uint64_t& v) {
   if (r.try_rice(k, rice_params::escape, v)) return errc::ok;  // (the short codes: one step, fewer dependent loads)
   const unsigned q = r.get_unary(rice_params::escape);
   if (q < rice_params::escape) {

@@ -71,9 +71,10 @@ static_assert(2 * ((entropy_decode_smem::G + 1) / 2 * 32) + entropy_warp_max_num
               "sparsesync: the rank bitmap shares the class counters' region");
 
 // The chunk's data bytes [data, data + len) copied, the whole warp calling, into `room` bytes of shared memory at
-// buf (16-byte aligned) as the 16-byte blocks that hold them, so that lane 0 reads its bitstream there rather than
-// wait on a global load for each of its 16-byte blocks (session 15, call B: the warp kernel 0.5 ms shorter at 7e9
-// on an H100; lane 0's reading is bound by its own instruction chain more than by these loads). Blocks are loaded
+// buf (16-byte aligned) as the 16-byte blocks that hold them, so that lane 0 reads its bitstream there, with
+// word_bit_reader (bit_io.cuh), rather than wait on a global load for each 16-byte block (session 15, H100, 7e9:
+// the copy alone saved 0.5 ms, call B; the word reader on it 2.9 ms more, call H: lane 0 is bound by its own
+// instruction chain, which bit_reader's byte-by-byte refill lengthened). Blocks are loaded
 // whole only inside [align_down16(lo), hi), as bit_reader does. Returns the copy's first block (what buf + 0
 // stands for), or null when it does not fit (lane 0 then reads global memory).
 SPARSESYNC_DEVICE const unsigned char* entropy_stage_data(const unsigned char* data, std::uint32_t len, const unsigned char* lo,
@@ -132,8 +133,8 @@ SPARSESYNC_DEVICE void entropy_set_range(std::uint32_t* bits, std::uint32_t lo, 
 
 // Lane 0, for the s.count <= G groups: the header and the gaps (gaps into gap_out in group order, ranks into
 // the bitmap). Returns the first error.
-template <class W>
-SPARSESYNC_DEVICE errc entropy_warp_lane0_header(entropy_decode_smem& s, value_mode mode, bit_reader& r, std::uint32_t len,
+template <class W, class Reader>
+SPARSESYNC_DEVICE errc entropy_warp_lane0_header(entropy_decode_smem& s, value_mode mode, Reader& r, std::uint32_t len,
                                                  std::uint32_t n, std::uint32_t* bits, std::uint32_t* gap_out) {
   constexpr unsigned wbits = 8 * sizeof(W);
   const unsigned count = s.count;
@@ -284,13 +285,23 @@ SPARSESYNC_DEVICE errc entropy_warp_decode_classes(entropy_decode_smem& s, value
   const unsigned char* const copied =
       entropy_stage_data(data, len, lo, hi, buf, at_.data < entropy_decode_smem::words ? 4 * (entropy_decode_smem::words - at_.data) : 0u);
   const std::uint32_t copy_bytes = copied ? static_cast<std::uint32_t>((data + len - copied + 15) & ~15u) : 0u;
-  bit_reader r = copied ? bit_reader(buf + (data + 1 - copied), buf + (data + len - copied), buf, buf + copy_bytes)
-                        : bit_reader(data + 1, data + len, lo, hi);
   // The gaps, kept for the parameter check below: in the region too where they fit, else in sval (free until the
   // values).
   const std::uint32_t gaps_at = at_.data + copy_bytes / 4;
   std::uint32_t* const gaps = gaps_at <= entropy_decode_smem::words && n <= entropy_decode_smem::words - gaps_at ? s.ctr + gaps_at : sval;
-  if (lane == 0) s.err = static_cast<int>(entropy_warp_lane0_header<W>(s, mode, r, len, n, bits, gaps));
+  std::uint64_t values_bit = 0;  // (lane 0's): where the values start, from the byte after the tag
+  if (lane == 0) {
+    if (copied) {
+      word_bit_reader r(reinterpret_cast<const std::uint32_t*>(buf), copy_bytes / 4, static_cast<std::uint32_t>(8 * (data + 1 - copied)),
+                        static_cast<std::uint32_t>(8 * (data + len - copied)));
+      s.err = static_cast<int>(entropy_warp_lane0_header<W>(s, mode, r, len, n, bits, gaps));
+      values_bit = r.position_bits();
+    } else {
+      bit_reader r(data + 1, data + len, lo, hi);
+      s.err = static_cast<int>(entropy_warp_lane0_header<W>(s, mode, r, len, n, bits, gaps));
+      values_bit = r.position_bits();
+    }
+  }
   __syncwarp();
   if (s.err != 0) return static_cast<errc>(s.err);
   // Gap parameters: lane k prices k over each group's gaps, read 32 at a time (one load for the warp, then
@@ -372,10 +383,10 @@ SPARSESYNC_DEVICE errc entropy_warp_decode_classes(entropy_decode_smem& s, value
     if (__any_sync(full_warp, placed != mine)) return errc::malformed;  // (never: both walks read the same base)
   }
   __syncwarp();
-  if (lane == 0) s.err = r.position_bits() > entropy_values_bit_mask ? static_cast<int>(errc::malformed) : 0;  // (never: see the mask)
+  if (lane == 0) s.err = values_bit > entropy_values_bit_mask ? static_cast<int>(errc::malformed) : 0;  // (never: see the mask)
   __syncwarp();
   if (s.err != 0) return static_cast<errc>(s.err);
-  if (lane == 0) *state = entropy_values_pending | (fitted ? entropy_values_fitted : 0u) | static_cast<std::uint32_t>(r.position_bits());
+  if (lane == 0) *state = entropy_values_pending | (fitted ? entropy_values_fitted : 0u) | static_cast<std::uint32_t>(values_bit);
   return errc::ok;
 }
 

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Session 15, call H (one GPU): "new" = the decoder's lane 0 reads its staged copy with word_bit_reader (bit_io.cuh:
+# the next 64 bits from three word loads and two funnel shifts, not bit_reader's refill of 16-byte blocks); "base" =
+# 8a3252c (call F's new build). gpu_codec_tests with the real RL
+# stream for both, compute-sanitizer (memcheck, racecheck) on a small entropy encode + apply for the new one,
+# gpu_bench at 7e9 alternating base/new.
+set -u
+B=/tmp/s15h; mkdir -p $B && tar xJf .carry/s15h/bin.tar.xz -C $B
+export SPARSESYNC_DATA_DIR=$PWD/.carry/data/rl-gpt2-small-lr1e-6
+W=/tmp/out; mkdir -p $W
+s() { echo "$1 rc=$2 $(( $(date +%s) - t0 ))s" | tee -a $OUT/summary.txt; }
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1 >> $OUT/summary.txt
+for v in base new; do
+  t=$B/gpu_codec_tests; [[ $v == base ]] && t=$B/gpu_codec_tests_base
+  t0=$(date +%s); timeout 200 $t --duration=true > $W/gpu_codec_tests-$v.log 2>&1; s gpu_codec_tests-$v $?
+  grep -E "test cases|assertions|ERROR|FAILED" $W/gpu_codec_tests-$v.log | head -20 >> $OUT/summary.txt
+done
+for tool in memcheck racecheck; do
+  t0=$(date +%s); timeout 120 compute-sanitizer --tool $tool --error-exitcode 9 $B/gpu_bench --sizes 2e6 --densities 0.01 --reps 1 --no-sweep --no-baselines --enc entropy/ulp > $W/$tool.log 2>&1; s $tool $?
+  grep -E "ERROR SUMMARY|RACECHECK SUMMARY|FAILED" $W/$tool.log >> $OUT/summary.txt
+done
+for v in base new base new; do
+  b=$B/gpu_bench; [[ $v == base ]] && b=$B/gpu_bench_base
+  t0=$(date +%s); timeout 150 $b --sizes 7e9 --densities 0.0085 --reps 5 --no-sweep --no-baselines --enc rice/ulp,entropy/ulp --json $W/codec-$v.jsonl >> $W/codec-$v.log 2>&1; s codec-$v $?
+done
+for v in base new; do echo "== $v" >> $OUT/summary.txt; grep -hE "known base" $W/codec-$v.log | grep -v phase >> $OUT/summary.txt; done
+cp $W/*.jsonl $W/*.log $OUT/ && cat $OUT/summary.txt
