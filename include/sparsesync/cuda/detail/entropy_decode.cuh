@@ -320,6 +320,13 @@ SPARSESYNC_DEVICE errc entropy_warp_decode_classes(entropy_decode_smem& s, value
     for (std::uint32_t j0 = 0; j0 < n; j0 += 32) {
       const std::uint32_t v = j0 + lane < n ? gaps[j0 + lane] : 0u;
       const unsigned m = n - j0 < 32 ? n - j0 : 32u;
+      if (m == 32 && j0 + 32 <= s.first[g + 1]) {  // (uniform) all 32 in group g: no group test, the shuffles unrolled
+        std::uint32_t c32 = 0;
+#pragma unroll
+        for (unsigned t = 0; t < 32; ++t) c32 += rice_params::code_bits<std::uint32_t>(__shfl_sync(full_warp, v, static_cast<int>(t)), lane, raw);
+        cost += c32;
+        continue;
+      }
       for (unsigned t = 0; t < m; ++t) {
         if (j0 + t >= s.first[g + 1]) {
           while (j0 + t >= s.first[g + 1]) close();
