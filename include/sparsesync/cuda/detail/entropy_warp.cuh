@@ -105,10 +105,7 @@ SPARSESYNC_DEVICE void entropy_warp_walk_any_order(const W* fast, const resolved
   if (fast == nullptr) {
     std::uint32_t lo = 0, hi = 0;
     entropy_lane_range<W>(numel, lane, lo, hi);
-    if (lo < hi) {
-      base_walker<W> b(segs, segment_count, first + lo);
-      for (std::uint32_t i = lo; i < hi; ++i) f(i, b.next());
-    }
+    entropy_lane_walk<W, D>(fast, segs, segment_count, first, lo, hi, f);
     return;
   }
   const std::uint32_t vecs = numel / V;
