@@ -149,10 +149,14 @@ cudaError_t encode_size(const encode_layout& l, const device_bucket& b, encode_r
   cudaError_t err = visit_width(l.w, [&]<class W>() -> cudaError_t {
     if (warp_encoder(cfg.encoder))
       warp_size_kernel<W, P><<<warp_grid, P::chunk_threads, 0, stream>>>(cp);
-    else if (cfg.encoder == encoder_id::entropy && cfg.log2_chunk <= 16)  // 16-bit lane counters (entropy_plan.cuh)
-      entropy_plan_kernel<W, P, true><<<static_cast<unsigned>(l.chunk_count), 32, 0, stream>>>(cp, l.ent);
-    else if (cfg.encoder == encoder_id::entropy)
-      entropy_plan_kernel<W, P, false><<<static_cast<unsigned>(l.chunk_count), 32, 0, stream>>>(cp, l.ent);
+    else if (cfg.encoder == encoder_id::entropy && cfg.log2_chunk <= 16) {  // byte and 16-bit lane counters (entropy_plan.cuh)
+      entropy_plan_kernel<W, P, entropy_plan_mode::bytes><<<static_cast<unsigned>(l.chunk_count), 32, 0, stream>>>(cp, l.ent);
+      if constexpr (entropy_plan_byte_groups<W> < entropy_params::class_count<W>) {  // (else no chunk is left)
+        SPARSESYNC_CUDA_LAUNCH_CHECK(stream);
+        entropy_plan_kernel<W, P, entropy_plan_mode::deferred><<<static_cast<unsigned>(l.chunk_count), 32, 0, stream>>>(cp, l.ent);
+      }
+    } else if (cfg.encoder == encoder_id::entropy)
+      entropy_plan_kernel<W, P, entropy_plan_mode::wide><<<static_cast<unsigned>(l.chunk_count), 32, 0, stream>>>(cp, l.ent);
     else
       chunk_size_kernel<W, P><<<chunk_grid, P::chunk_threads, 0, stream>>>(cp);
     SPARSESYNC_CUDA_LAUNCH_CHECK(stream);

@@ -40,17 +40,35 @@ struct entropy_plan_scratch {
   unsigned long long* region_next = nullptr;  // allocation cursor (zeroed before the size pass)
 };
 
+// How the size pass counts a chunk's classes and ranks (entropy_plan_kernel's Mode):
+//  - bytes: chunks of at most 2^16 elements, the class histogram in bytes (entropy_byte_histogram) and the ranks
+//    in 16-bit lane counters for at most entropy_plan_byte_groups groups, all in 8 KB: 10.5 KB a warp for BF16
+//    and at most 96 registers, so 19 chunks are in flight per SM instead of 12 (session 16, call A, H100, 7e9 BF16
+//    at 0.72%: encode 38.5 -> 36.2 ms). A chunk with more groups (random bit patterns: the real RL stream's chunks
+//    have 14-16) is marked and left to the next pass;
+//  - deferred: the chunks the bytes pass left, with 16-bit lane counters for every class (18 KB a warp);
+//  - wide: chunks longer than 2^16, 32-bit lane counters.
+enum class entropy_plan_mode { bytes, deferred, wide };
+// A chunk the bytes pass left for the deferred pass (in entropy_plan_scratch::group_count).
+inline constexpr std::uint32_t entropy_plan_left = ~std::uint32_t{0};
+
+template <class W>
+inline constexpr unsigned entropy_plan_byte_groups = entropy_params::class_count<W> < 128 ? entropy_params::class_count<W> : 128u;
+
 // The size pass's shared memory. The per-group slot tables of step 5 (cursor, next_rank) reuse the counters'
-// words once the ranks are final: 18 KB a warp for BF16 chunks of up to 2^16 elements, so 11 chunks are in
-// flight per SM (37 KB and 6 with a word per counter and tables of their own).
-template <class W, bool Narrow>
+// words once the ranks are final.
+template <class W, entropy_plan_mode Mode>
 struct entropy_warp_smem {
   static constexpr unsigned K = entropy_params::class_count<W>;
-  std::uint32_t cnt[entropy_lane_counters<Narrow>::words(K)];
+  static constexpr bool narrow = Mode != entropy_plan_mode::wide;
+  static constexpr unsigned max3(unsigned a, unsigned b, unsigned c) { return a > b ? (a > c ? a : c) : (b > c ? b : c); }
+  static constexpr unsigned words = Mode == entropy_plan_mode::bytes
+                                        ? max3(entropy_byte_histogram::words(K), entropy_lane_counters<true>::words(entropy_plan_byte_groups<W>), 2 * K)
+                                        : max3(entropy_lane_counters<narrow>::words(K), 2 * K, 0);
+  std::uint32_t cnt[words];
   std::uint32_t size[K];      // class histogram, then group sizes
-  std::uint32_t changes[K];   // per group
+  std::uint32_t changes[K];   // per group (and, while the bytes pass counts classes, the histogram's overflow)
   std::uint8_t of_class[K];
-  static_assert(entropy_lane_counters<Narrow>::words(K) >= 2 * K, "sparsesync: the slot tables share the counters' words");
   SPARSESYNC_DEVICE std::uint32_t* cursor() { return cnt; }         // per group: next region slot (chunk-relative); then its end
   SPARSESYNC_DEVICE std::uint32_t* next_rank() { return cnt + K; }  // per group: rank after its last placed change
 };
@@ -84,15 +102,17 @@ inline constexpr unsigned entropy_plan_depth = 2;
 // encode at 7e9 on an H100: 4 ahead 38.66 / 38.67 ms, 8 ahead 38.51-38.56).
 inline constexpr unsigned entropy_histogram_depth = 8;
 
-template <class W, class P, bool Narrow>
-SPARSESYNC_KERNEL void __launch_bounds__(32) entropy_plan_kernel(chunk_pass_params p, entropy_plan_scratch e) {
+template <class W, class P, entropy_plan_mode Mode>
+SPARSESYNC_KERNEL void __launch_bounds__(32, Mode == entropy_plan_mode::bytes ? 20 : 1) entropy_plan_kernel(chunk_pass_params p, entropy_plan_scratch e) {
   constexpr unsigned K = entropy_params::class_count<W>;
   constexpr unsigned wbits = 8 * sizeof(W);
-  __shared__ entropy_warp_smem<W, Narrow> s;
-  const entropy_lane_counters<Narrow> ctr{s.cnt};
+  constexpr bool narrow = Mode != entropy_plan_mode::wide;
+  __shared__ entropy_warp_smem<W, Mode> s;
+  const entropy_lane_counters<narrow> ctr{s.cnt};
   const std::uint32_t c = blockIdx.x;
   const unsigned lane = lane_id();
   if (c >= p.chunk_count || p.ctr->allocated > p.capacity) return;
+  if (Mode == entropy_plan_mode::deferred && e.group_count[c] != entropy_plan_left) return;  // (the bytes pass planned it)
   const std::uint64_t per = std::uint64_t{1} << (p.log2_chunk - p.tile_log2);
   const std::uint64_t t0 = c * per;
   const std::uint64_t t1 = t0 + per < p.num_tiles ? t0 + per : p.num_tiles;
@@ -104,6 +124,7 @@ SPARSESYNC_KERNEL void __launch_bounds__(32) entropy_plan_kernel(chunk_pass_para
     if (lane == 0) {
       p.plans[c] = chunk_plan{0, 0, 0, entropy_params::tag_rice};
       p.chunk_bytes[c] = 0;
+      e.group_count[c] = 0;
     }
     return;
   }
@@ -114,14 +135,43 @@ SPARSESYNC_KERNEL void __launch_bounds__(32) entropy_plan_kernel(chunk_pass_para
   const W* fast = entropy_fast_base<W>(p.segs, p.segment_count, first, numel_c);
 
   // 1. Class histogram (totals only: the lanes read the chunk coalesced, each counting what it read).
-  ctr.zero(K, lane);
-  __syncwarp();
-  entropy_warp_walk_any_order<W, entropy_histogram_depth>(fast, p.segs, p.segment_count, first, numel_c,
-                                                          [&](std::uint32_t, W b) { ctr.add(entropy_params::class_of<W>(b), lane); });
-  __syncwarp();
-  for (unsigned x = 0; x < K; ++x) {
-    const std::uint32_t tot = entropy_warp_add(ctr.get(x, lane));
-    if (lane == 0) s.size[x] = tot;
+  constexpr unsigned V = 16 / sizeof(W);
+  if constexpr (Mode == entropy_plan_mode::bytes) {
+    const entropy_byte_histogram h{s.cnt, s.changes};
+    h.zero(K, lane);
+    __syncwarp();
+    entropy_warp_walk_any_order<W, entropy_histogram_depth>(
+        fast, p.segs, p.segment_count, first, numel_c,
+        [&](std::uint32_t, const W(&v)[V]) {
+          unsigned x[V];
+#pragma unroll
+          for (unsigned k = 0; k < V; ++k) x[k] = entropy_params::class_of<W>(v[k]);
+          h.add(x, lane);
+        },
+        [&](std::uint32_t, W b) {
+          const unsigned x[1] = {entropy_params::class_of<W>(b)};
+          h.add(x, lane);
+        });
+    __syncwarp();
+    for (unsigned x = 0; x < K; ++x) {
+      const std::uint32_t tot = h.total(x, lane);
+      if (lane == 0) s.size[x] = tot;
+    }
+  } else {
+    ctr.zero(K, lane);
+    __syncwarp();
+    entropy_warp_walk_any_order<W, entropy_histogram_depth>(
+        fast, p.segs, p.segment_count, first, numel_c,
+        [&](std::uint32_t, const W(&v)[V]) {
+#pragma unroll
+          for (unsigned k = 0; k < V; ++k) ctr.add(entropy_params::class_of<W>(v[k]), lane);
+        },
+        [&](std::uint32_t, W b) { ctr.add(entropy_params::class_of<W>(b), lane); });
+    __syncwarp();
+    for (unsigned x = 0; x < K; ++x) {
+      const std::uint32_t tot = entropy_warp_add(ctr.get(x, lane));
+      if (lane == 0) s.size[x] = tot;
+    }
   }
   __syncwarp();
   // 2. Groups (codec/entropy.hpp make_entropy_groups), by lane 0.
@@ -132,6 +182,10 @@ SPARSESYNC_KERNEL void __launch_bounds__(32) entropy_plan_kernel(chunk_pass_para
   __syncwarp();
   const unsigned G = s.changes[0];
   __syncwarp();
+  if (Mode == entropy_plan_mode::bytes && G > entropy_plan_byte_groups<W>) {  // (uniform) more groups than its counters hold
+    if (lane == 0) e.group_count[c] = entropy_plan_left;
+    return;
+  }
   // The chunk's region (step 5's output) first holds its changes in position order, slot << entropy_rank_bits |
   // position, so that each lane's walk finds its next change in a word it loaded long before (the tile lists
   // behind the slots would be dependent loads at every change the warp meets).
@@ -179,7 +233,6 @@ SPARSESYNC_KERNEL void __launch_bounds__(32) entropy_plan_kernel(chunk_pass_para
       at = j < je ? static_cast<std::uint32_t>(cur & pos_mask) : hi;
       if (j + 1 < je) nxt = reg[j + 1];
     };
-    constexpr unsigned V = 16 / sizeof(W);
     entropy_lane_walk_vectors<W, entropy_plan_depth>(
         fast, p.segs, p.segment_count, first, lo, hi,
         [&](std::uint32_t i, const W(&v)[V]) {

@@ -92,20 +92,21 @@ SPARSESYNC_DEVICE void entropy_lane_walk(const W* fast, const resolved_segment* 
       f);
 }
 
-// f(i, bits) for every element of the chunk, in no particular order, the whole warp calling: a warp reads 512
-// contiguous bytes at a time (vector s * 32 + lane, D steps ahead), where the lane ranges keep 32 streams 4 KB
-// apart. For passes that need only totals (the encoder's class histogram): over 14 GB of BF16 on an H100 a
-// coalesced pass took 5.2 ms 2 ahead and 4.5 ms 8 ahead against 8.2 ms for the lane ranges
-// (bench/gpu/entropy_walk_probe.cu, session 14). A base that spans segments is walked as the lane ranges.
-template <class W, unsigned D, class F>
+// fv(i, e) for every whole 16-byte vector of the chunk (as entropy_lane_walk_vectors) and f1(i, bits) for every
+// other element, in no particular order, the whole warp calling: a warp reads 512 contiguous bytes at a time
+// (vector s * 32 + lane, D steps ahead), where the lane ranges keep 32 streams 4 KB apart. For passes that need
+// only totals (the encoder's class histogram): over 14 GB of BF16 on an H100 a coalesced pass took 5.2 ms 2 ahead
+// and 4.5 ms 8 ahead against 8.2 ms for the lane ranges (bench/gpu/entropy_walk_probe.cu, session 14). A base that
+// spans segments is walked as the lane ranges.
+template <class W, unsigned D, class FV, class F1>
 SPARSESYNC_DEVICE void entropy_warp_walk_any_order(const W* fast, const resolved_segment* segs, std::uint32_t segment_count, std::uint64_t first,
-                                                   std::uint32_t numel, F&& f) {
+                                                   std::uint32_t numel, FV&& fv, F1&& f1) {
   constexpr unsigned V = 16 / sizeof(W);
   const unsigned lane = lane_id();
   if (fast == nullptr) {
     std::uint32_t lo = 0, hi = 0;
     entropy_lane_range<W>(numel, lane, lo, hi);
-    entropy_lane_walk<W, D>(fast, segs, segment_count, first, lo, hi, f);
+    entropy_lane_walk_vectors<W, D>(fast, segs, segment_count, first, lo, hi, fv, f1);
     return;
   }
   const std::uint32_t vecs = numel / V;
@@ -122,14 +123,16 @@ SPARSESYNC_DEVICE void entropy_warp_walk_any_order(const W* fast, const resolved
 #pragma unroll
     for (unsigned u = 0; u < D; ++u) {
       if (s + u * 32 < vecs) {
+        W e[V];
 #pragma unroll
-        for (unsigned k = 0; k < V; ++k) f((s + u * 32) * V + k, vec_get<W>(v[u], static_cast<int>(k)));
+        for (unsigned k = 0; k < V; ++k) e[k] = vec_get<W>(v[u], static_cast<int>(k));
+        fv((s + u * 32) * V, e);
       }
     }
 #pragma unroll
     for (unsigned u = 0; u < D; ++u) v[u] = w[u];
   }
-  for (std::uint32_t i = vecs * V + lane; i < numel; i += 32) f(i, fast[i]);
+  for (std::uint32_t i = vecs * V + lane; i < numel; i += 32) f1(i, fast[i]);
 }
 
 // Counter x of lane L: the (x & 1) half of word (x / 2) * 32 + L, so that lane L only ever touches bank L. The
@@ -183,6 +186,42 @@ SPARSESYNC_DEVICE std::uint32_t entropy_warp_add(std::uint32_t v) {
   return v;
 #endif
 }
+
+// A chunk's class totals in a quarter of the memory of 16-bit lane counters (8 KB for 256 classes, so that twice
+// as many warps fit an SM): lane-private 7-bit counts, four classes a word (class x of lane L in byte x & 3 of
+// word x / 4 * 32 + L: lane L only touches bank L), advanced with shared-memory atomics. A count that reaches 128
+// hands 128 to the warp's total for the class (`over`) and restarts; a vector adds at most 16 to a count before
+// its checks, so no byte ever carries into its neighbour. Totals only: a lane's own count is not kept.
+struct entropy_byte_histogram {
+  std::uint32_t* w;
+  std::uint32_t* over;  // [class]
+  static SPARSESYNC_HD constexpr unsigned words(unsigned classes) { return (classes + 3) / 4 * 32; }
+  static SPARSESYNC_DEVICE unsigned at(unsigned x, unsigned lane) { return (x >> 2) * 32 + lane; }
+  static SPARSESYNC_DEVICE unsigned shift(unsigned x) { return (x & 3u) * 8; }
+  SPARSESYNC_DEVICE void zero(unsigned classes, unsigned lane) const {
+    for (unsigned i = lane; i < words(classes); i += 32) w[i] = 0;
+    for (unsigned x = lane; x < classes; x += 32) over[x] = 0;
+  }
+  // Counts the N classes x[0, N) (N <= 16), all atomics first, then their checks.
+  template <unsigned N>
+  SPARSESYNC_DEVICE void add(const unsigned (&x)[N], unsigned lane) const {
+    static_assert(N <= 16, "sparsesync: a byte counter takes at most 16 increments between its checks");
+    std::uint32_t old[N];
+#pragma unroll
+    for (unsigned k = 0; k < N; ++k) old[k] = atomicAdd(&w[at(x[k], lane)], 1u << shift(x[k]));
+#pragma unroll
+    for (unsigned k = 0; k < N; ++k) {
+      if (((old[k] >> shift(x[k])) & 0xffu) == 127u) [[unlikely]] {
+        atomicSub(&w[at(x[k], lane)], 128u << shift(x[k]));
+        atomicAdd(&over[x[k]], 128u);
+      }
+    }
+  }
+  // Class x's total over the warp (every lane calling; after a __syncwarp behind the last add).
+  SPARSESYNC_DEVICE std::uint32_t total(unsigned x, unsigned lane) const {
+    return entropy_warp_add((w[at(x, lane)] >> shift(x)) & 0xffu) + over[x];
+  }
+};
 
 // The k in [0, max_k] with the fewest bits (ties to the smaller), from per-lane cost sums reduced over the warp.
 template <unsigned N>
