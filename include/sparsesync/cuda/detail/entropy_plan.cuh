@@ -100,10 +100,10 @@ SPARSESYNC_DEVICE void entropy_warp_changes(const chunk_pass_params& p, std::uin
 // 38.9, 4 ahead 41.2 against 36.2 (call B); 1 ahead 34.1 against 34.0 with the histogram 2 ahead (call D).
 inline constexpr unsigned entropy_plan_depth = 2;
 // The class histogram's coalesced walk (entropy_warp_walk_any_order), vectors ahead per lane. Session 15, call D
-// (11-12 warps an SM), encode at 7e9 on an H100: 4 ahead 38.66 / 38.67 ms, 8 ahead 38.51-38.56. Session 16, 19 warps
-// an SM: 8 ahead 36.18 / 36.24, 4 ahead 34.85-34.91 (call B), 3 ahead 34.57 / 34.60, 2 ahead 34.40-34.51 (calls C,
-// D), 1 ahead 33.96 / 33.98 (call D). (Our reading: the histogram's atomics now return counts that it checks, and fewer vectors
-// in flight leave more of the warp's registers and issue slots to that.)
+// (11-12 warps an SM), encode at 7e9 on an H100: 4 ahead 38.66 / 38.67 ms, 8 ahead 38.51-38.56. Session 16, 19
+// warps an SM: 8 ahead 36.18 / 36.24, 4 ahead 34.85-34.91 (call B), 3 ahead 34.57 / 34.60, 2 ahead 34.40-34.51
+// (calls C, D), 1 ahead 33.96 / 33.98 (call D). (Our reading: the byte histogram's atomics return counts that it
+// checks, and fewer vectors in flight leave more of the warp's registers and issue slots to that.)
 inline constexpr unsigned entropy_histogram_depth = 1;
 
 template <class W, class P, entropy_plan_mode Mode>
