@@ -43,7 +43,7 @@ struct entropy_plan_scratch {
 // How the size pass counts a chunk's classes and ranks (entropy_plan_kernel's Mode):
 //  - bytes: chunks of at most 2^16 elements, the class histogram in bytes (entropy_byte_histogram) and the ranks
 //    in 16-bit lane counters for at most entropy_plan_byte_groups groups, all in 8 KB: 10.5 KB a warp for BF16
-//    and at most 96 registers, so 19 chunks are in flight per SM instead of 12 (session 16, call A, H100, 7e9 BF16
+//    and at most 96 registers, so 20 chunks are in flight per SM instead of 12 (session 16, call A, H100, 7e9 BF16
 //    at 0.72%: encode 38.5 -> 36.2 ms). A chunk with more groups (random bit patterns: the real RL stream's chunks
 //    have 14-16) is marked and left to the next pass;
 //  - deferred: the chunks the bytes pass left, with 16-bit lane counters for every class (18 KB a warp);
@@ -96,11 +96,11 @@ SPARSESYNC_DEVICE void entropy_warp_changes(const chunk_pass_params& p, std::uin
 // vector: 4 ahead 44.6, 2 ahead 40.3 (call C), 1 ahead 42.5 (call G); session 15, call G: 3 ahead 41.5 against 38.5),
 // and compiles faster (nvcc -O3 of the encoder's dispatch: 30 s with 8, 22 s with 4). A walk alone
 // (bench/gpu/entropy_walk_probe.cu) is faster 8 ahead: it is the per-element code, with 11-12 warps an SM, that
-// does not hide its latency. With 19 warps an SM (byte histogram, session 16) 2 ahead is still the best: 3 ahead
+// does not hide its latency. With 20 warps an SM (byte histogram, session 16) 2 ahead is still the best: 3 ahead
 // 38.9, 4 ahead 41.2 against 36.2 (call B); 1 ahead 34.1 against 34.0 with the histogram 2 ahead (call D).
 inline constexpr unsigned entropy_plan_depth = 2;
 // The class histogram's coalesced walk (entropy_warp_walk_any_order), vectors ahead per lane. Session 15, call D
-// (11-12 warps an SM), encode at 7e9 on an H100: 4 ahead 38.66 / 38.67 ms, 8 ahead 38.51-38.56. Session 16, 19
+// (11-12 warps an SM), encode at 7e9 on an H100: 4 ahead 38.66 / 38.67 ms, 8 ahead 38.51-38.56. Session 16, 20
 // warps an SM: 8 ahead 36.18 / 36.24, 4 ahead 34.85-34.91 (call B), 3 ahead 34.57 / 34.60, 2 ahead 34.40-34.51
 // (calls C, D), 1 ahead 33.96 / 33.98 (call D). (Our reading: the byte histogram's atomics return counts that it
 // checks, and fewer vectors in flight leave more of the warp's registers and issue slots to that.)
