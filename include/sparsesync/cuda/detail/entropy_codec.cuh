@@ -75,38 +75,52 @@ SPARSESYNC_DEVICE unsigned entropy_dev_group(const entropy_dev_groups& g, W bits
   return g.of_class[entropy_params::class_of<W>(bits)];
 }
 
-// The groups from a class histogram in size[0, classes) (codec/entropy.hpp entropy_groups_of), in place: size[g]
-// becomes group g's element count, of_class[c] the group of class c, and from[g] (where given) the group's first
-// class. Returns the group count. Group g is closed only after class c >= g was read, so it never overwrites a
-// count still to be read.
-template <class W>
-SPARSESYNC_DEVICE unsigned entropy_groups_from_counts(std::uint32_t* size, std::uint8_t* of_class, std::uint16_t* from, std::uint32_t n) {
-  constexpr unsigned classes = entropy_params::class_count<W>;
-  const std::uint32_t min_size = (n >> entropy_params::group_shift) > 1 ? (n >> entropy_params::group_shift) : 1u;
+// The groups of a chunk of n elements (codec/entropy.hpp entropy_groups_of) from its class counts, handed over one
+// class at a time in increasing order (add, then finish): of_class[c] becomes the group of class c and, for groups
+// g < cap, size[g] the group's element count and from[g] (where given) its first class. Group g is closed only
+// after class c >= g was handed over, so size may be the array the counts come from.
+struct entropy_group_builder {
+  std::uint32_t min_size, open = 0;
   unsigned count = 0, open_from = 0;
-  std::uint32_t open = 0;
-  for (unsigned c = 0; c < classes; ++c) {
-    const std::uint32_t s = size[c];
-    if (s == 0) continue;
+  SPARSESYNC_DEVICE explicit entropy_group_builder(std::uint32_t n)
+      : min_size((n >> entropy_params::group_shift) > 1 ? (n >> entropy_params::group_shift) : 1u) {}
+  SPARSESYNC_DEVICE void add(unsigned c, std::uint32_t s, std::uint32_t* size, std::uint8_t* of_class, std::uint16_t* from, unsigned cap) {
+    if (s == 0) return;
     if (open == 0) open_from = c;
     of_class[c] = static_cast<std::uint8_t>(count);
     open += s;
     if (open >= min_size) {
-      if (from) from[count] = static_cast<std::uint16_t>(open_from);
-      size[count++] = open;
+      if (count < cap) {
+        if (from) from[count] = static_cast<std::uint16_t>(open_from);
+        size[count] = open;
+      }
+      ++count;
       open = 0;
     }
   }
-  if (open > 0) {
-    if (count == 0) {
-      if (from) from[0] = static_cast<std::uint16_t>(open_from);
-      size[count++] = open;
-    } else {
-      for (unsigned c = open_from; c < classes; ++c) of_class[c] = static_cast<std::uint8_t>(count - 1);
-      size[count - 1] += open;
+  // Returns the group count (cap >= 1).
+  template <unsigned classes>
+  SPARSESYNC_DEVICE unsigned finish(std::uint32_t* size, std::uint8_t* of_class, std::uint16_t* from, unsigned cap) {
+    if (open > 0) {
+      if (count == 0) {
+        if (from) from[0] = static_cast<std::uint16_t>(open_from);
+        size[count++] = open;
+      } else {
+        for (unsigned c = open_from; c < classes; ++c) of_class[c] = static_cast<std::uint8_t>(count - 1);
+        if (count - 1 < cap) size[count - 1] += open;
+      }
     }
+    return count;
   }
-  return count;
+};
+
+// The groups from a class histogram in size[0, classes), in place (entropy_group_builder). Returns the group count.
+template <class W>
+SPARSESYNC_DEVICE unsigned entropy_groups_from_counts(std::uint32_t* size, std::uint8_t* of_class, std::uint16_t* from, std::uint32_t n) {
+  constexpr unsigned classes = entropy_params::class_count<W>;
+  entropy_group_builder b(n);
+  for (unsigned c = 0; c < classes; ++c) b.add(c, size[c], size, of_class, from, classes);
+  return b.finish<classes>(size, of_class, from, classes);
 }
 
 template <class W>

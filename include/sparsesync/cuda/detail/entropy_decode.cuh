@@ -48,10 +48,10 @@ struct entropy_decode_smem {
   static constexpr unsigned G = 64;   // the most groups
   static constexpr unsigned words = K * 16;
   alignas(16) std::uint32_t ctr[words];  // lane-private 16-bit counters, two a word, lane L's in bank L (entropy_ctr)
-  std::uint32_t size[K];       // class histogram, then group sizes
+  std::uint32_t size[G];       // group sizes (the class totals go straight to entropy_group_builder)
   std::uint32_t gbase[G + 1];  // first bit of each group
   std::uint32_t first[G + 1];  // each group's first change in group order
-  std::uint16_t from[K];       // each group's first class
+  std::uint16_t from[G];       // each group's first class
   std::uint8_t of_class[K], k_gap[G], k_val[G];
   unsigned count;              // groups
   int err;
@@ -236,14 +236,16 @@ SPARSESYNC_DEVICE errc entropy_warp_decode_classes(entropy_decode_smem& s, value
     atomicAdd(&s.ctr[entropy_ctr(x, lane)], 1u << entropy_ctr_shift(x));
   });
   __syncwarp();
+  // 2. Groups (codec/entropy.hpp entropy_groups_of), lane 0 taking each class's total as the warp sums it: no
+  // table of class totals (12 chunks fit an SM in 17.3 KB, 11 in 18.4); too many groups for the region: lane 0
+  // decodes the chunk alone.
+  entropy_group_builder groups(numel);
   for (unsigned x = 0; x < K; ++x) {
     const std::uint32_t tot = entropy_warp_add(entropy_ctr_get(s.ctr, x, lane));
-    if (lane == 0) s.size[x] = tot;
+    if (lane == 0) groups.add(x, tot, s.size, s.of_class, s.from, entropy_decode_smem::G);
   }
-  __syncwarp();
-  // 2. Groups (codec/entropy.hpp entropy_groups_of); too many for the region: lane 0 decodes the chunk alone.
   if (lane == 0) {
-    s.count = entropy_groups_from_counts<W>(s.size, s.of_class, s.from, numel);
+    s.count = groups.finish<K>(s.size, s.of_class, s.from, entropy_decode_smem::G);
     s.gbase[0] = 0;
     for (unsigned g = 0; g < s.count && g < entropy_decode_smem::G; ++g) s.gbase[g + 1] = s.gbase[g] + s.size[g];
   }
