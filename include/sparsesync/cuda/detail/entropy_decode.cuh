@@ -238,8 +238,7 @@ SPARSESYNC_DEVICE errc entropy_warp_decode_classes(entropy_decode_smem& s, value
   __syncwarp();
   // 2. Groups (codec/entropy.hpp entropy_groups_of), lane 0 taking each class's total as the warp sums it: no
   // table of class totals (12 chunks fit an SM in 17.3 KB, 11 in 18.4: session 16, call J, verified apply at 7e9 on
-  // an H100 37.7 -> 35.2 ms); too many groups for the region: lane 0
-  // decodes the chunk alone.
+  // an H100 37.7 -> 35.2 ms). With too many groups for the region lane 0 decodes the chunk alone.
   entropy_group_builder groups(numel);
   for (unsigned x = 0; x < K; ++x) {
     const std::uint32_t tot = entropy_warp_add(entropy_ctr_get(s.ctr, x, lane));
@@ -294,16 +293,15 @@ SPARSESYNC_DEVICE errc entropy_warp_decode_classes(entropy_decode_smem& s, value
   std::uint32_t* const gaps = gaps_at <= entropy_decode_smem::words && n <= entropy_decode_smem::words - gaps_at ? s.ctr + gaps_at : sval;
   std::uint64_t values_bit = 0;  // (lane 0's): where the values start, from the byte after the tag
   if (lane == 0) {
-    if (copied) {
-      word_bit_reader r(reinterpret_cast<const std::uint32_t*>(buf), copy_bytes / 4, static_cast<std::uint32_t>(8 * (data + 1 - copied)),
-                        static_cast<std::uint32_t>(8 * (data + len - copied)));
+    auto read = [&](auto&& r) {
       s.err = static_cast<int>(entropy_warp_lane0_header<W>(s, mode, r, len, n, bits, gaps));
       values_bit = r.position_bits();
-    } else {
-      bit_reader r(data + 1, data + len, lo, hi);
-      s.err = static_cast<int>(entropy_warp_lane0_header<W>(s, mode, r, len, n, bits, gaps));
-      values_bit = r.position_bits();
-    }
+    };
+    if (copied)
+      read(word_bit_reader(reinterpret_cast<const std::uint32_t*>(buf), copy_bytes / 4, static_cast<std::uint32_t>(8 * (data + 1 - copied)),
+                           static_cast<std::uint32_t>(8 * (data + len - copied))));
+    else
+      read(bit_reader(data + 1, data + len, lo, hi));
   }
   __syncwarp();
   if (s.err != 0) return static_cast<errc>(s.err);
