@@ -9,6 +9,7 @@
 #include <sparsesync/cuda/detail/detect.cuh>
 #include <sparsesync/cuda/detail/entropy_codec.cuh>
 #include <sparsesync/cuda/detail/entropy_decode.cuh>
+#include <sparsesync/cuda/detail/entropy_decode_split.cuh>
 #include <sparsesync/cuda/detail/warp_decode.cuh>
 #include <sparsesync/cuda/types.cuh>
 #include <sparsesync/format/wire.hpp>
@@ -431,6 +432,68 @@ SPARSESYNC_KERNEL void __launch_bounds__(entropy_warp_threads) apply_entropy_war
     case 1: entropy_warp_decode_chunks<std::uint8_t>(p, I, s); break;
     case 2: entropy_warp_decode_chunks<std::uint16_t>(p, I, s); break;
     default: entropy_warp_decode_chunks<std::uint32_t>(p, I, s); break;
+  }
+}
+
+// The split decoder's second step (entropy_decode_split.cuh), a thread per chunk: the header and gaps of the
+// chunks the warp decoder counted.
+template <class W>
+SPARSESYNC_DEVICE void entropy_split_parse_chunks(const apply_params& p, const bucket_info& I) {
+  const auto mode = static_cast<value_mode>(I.mode);
+  const unsigned char* data0 = p.frame + I.data_off;
+  const unsigned char* frame_end = p.frame + p.frame_bytes;
+  for (std::uint64_t c = blockIdx.x * std::uint64_t{blockDim.x} + threadIdx.x; c < I.C; c += std::uint64_t{gridDim.x} * blockDim.x) {
+    const auto [n, bytes, numel_c, off, at, fits] = read_chunk_slot(p, I, c);
+    if (!fits || !entropy_warp_decodes(n, bytes, bytes ? data0[off] : 0u, numel_c)) continue;
+    std::uint32_t state = p.entropy_state[c];
+    if (state != entropy_split_counted) continue;
+    const errc e = entropy_split_parse<W>(mode, data0 + off, bytes, n, p.frame, frame_end, p.stage_pos + at, p.stage_val + at, state);
+    if (e != errc::ok) {
+      fail(&p.info->decode_status, e);
+      state = 0;
+    }
+    p.entropy_state[c] = state;
+  }
+}
+
+template <class P>
+SPARSESYNC_KERNEL void __launch_bounds__(decode_threads) apply_entropy_parse_kernel(apply_params p) {
+  const bucket_info& I = *p.info;
+  if (I.status != 0 || static_cast<encoder_id>(I.enc) != encoder_id::entropy) return;
+  if (p.commit_phase && p.state->status != 0) return;
+  switch (size_of(static_cast<sparsesync::dtype>(I.dtype))) {
+    case 1: entropy_split_parse_chunks<std::uint8_t>(p, I); break;
+    case 2: entropy_split_parse_chunks<std::uint16_t>(p, I); break;
+    default: entropy_split_parse_chunks<std::uint32_t>(p, I); break;
+  }
+}
+
+// Its third step, a warp per chunk (one per block, as the warp decoder): the changes of the parsed chunks placed.
+template <class W>
+SPARSESYNC_DEVICE void entropy_split_place_chunks(const apply_params& p, const bucket_info& I, entropy_place_smem& s) {
+  const unsigned char* data0 = p.frame + I.data_off;
+  for (std::uint64_t c = blockIdx.x; c < I.C; c += gridDim.x) {
+    const auto [n, bytes, numel_c, off, at, fits] = read_chunk_slot(p, I, c);
+    if (!fits || !entropy_warp_decodes(n, bytes, bytes ? data0[off] : 0u, numel_c)) continue;
+    if ((p.entropy_state[c] & entropy_split_parsed) == 0) continue;
+    const std::uint64_t first = c << I.log2_chunk;
+    const W* fast = entropy_fast_base<W>(p.segs, I.S, first, numel_c);
+    const errc e = entropy_split_place<W>(s, numel_c, n, fast, p.segs, I.S, first, p.stage_pos + at, p.stage_val + at, p.entropy_state + c);
+    if (e != errc::ok && lane_id() == 0) fail(&p.info->decode_status, e);
+    __syncwarp();  // (the next chunk reuses s)
+  }
+}
+
+template <class P>
+SPARSESYNC_KERNEL void __launch_bounds__(entropy_warp_threads) apply_entropy_place_kernel(apply_params p) {
+  __shared__ entropy_place_smem s;
+  const bucket_info& I = *p.info;
+  if (I.status != 0 || static_cast<encoder_id>(I.enc) != encoder_id::entropy) return;
+  if (p.commit_phase && p.state->status != 0) return;
+  switch (size_of(static_cast<sparsesync::dtype>(I.dtype))) {
+    case 1: entropy_split_place_chunks<std::uint8_t>(p, I, s); break;
+    case 2: entropy_split_place_chunks<std::uint16_t>(p, I, s); break;
+    default: entropy_split_place_chunks<std::uint32_t>(p, I, s); break;
   }
 }
 

@@ -54,16 +54,22 @@ inline apply_layout carve_apply(void* d_temp, const device_layout& layout, std::
   return l;
 }
 
-// The warp-per-chunk entropy decoder's grid: as many blocks as fit at once (its blocks loop over the chunks in
-// equal shares, so a block that must wait for a slot would double the pass).
+// A one-warp-block kernel's grid: as many blocks as fit at once (its blocks loop over the chunks in equal
+// shares, so a block that must wait for a slot would double the pass).
+inline int resident_warp_blocks(const void* kernel) {
+  int b = 0;
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, kernel, entropy_warp_threads, 0) != cudaSuccess || b < 1) b = 1;
+  return persistent_blocks(2048) * b;  // (one block per SM, times b)
+}
 template <class P>
 int entropy_warp_blocks() {
-  static const int per_sm = [] {
-    int b = 0;
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, apply_entropy_warp_kernel<P>, entropy_warp_threads, 0) != cudaSuccess || b < 1) b = 1;
-    return b;
-  }();
-  return persistent_blocks(2048) * per_sm;  // (one block per SM, times per_sm)
+  static const int blocks = resident_warp_blocks(reinterpret_cast<const void*>(apply_entropy_warp_kernel<P>));
+  return blocks;
+}
+template <class P>
+int entropy_place_blocks() {
+  static const int blocks = resident_warp_blocks(reinterpret_cast<const void*>(apply_entropy_place_kernel<P>));
+  return blocks;
 }
 
 // verify_unordered + join: a verify split in two, the first part reading nothing of the patch-wide state (any
@@ -123,6 +129,10 @@ cudaError_t dispatch_apply(void* d_temp, std::size_t& temp_bytes, const device_l
     apply_entropy_kernel<P><<<decode_blocks, decode_threads, 0, stream>>>(p);
     SPARSESYNC_CUDA_LAUNCH_CHECK(stream);
     apply_entropy_warp_kernel<P><<<entropy_warp_blocks<P>(), entropy_warp_threads, 0, stream>>>(p);
+    SPARSESYNC_CUDA_LAUNCH_CHECK(stream);
+    apply_entropy_parse_kernel<P><<<decode_blocks, decode_threads, 0, stream>>>(p);
+    SPARSESYNC_CUDA_LAUNCH_CHECK(stream);
+    apply_entropy_place_kernel<P><<<entropy_place_blocks<P>(), entropy_warp_threads, 0, stream>>>(p);
     SPARSESYNC_CUDA_LAUNCH_CHECK(stream);
     apply_entropy_values_kernel<P><<<decode_blocks, decode_threads, 0, stream>>>(p);
     SPARSESYNC_CUDA_LAUNCH_CHECK(stream);

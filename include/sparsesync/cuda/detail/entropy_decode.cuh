@@ -18,6 +18,9 @@
 // at once), then their parameter check and rice's size for the same changes by a warp per chunk again
 // (entropy_warp_check_values, lane k pricing k). Session 14, H100, 7e9 BF16 at 0.72%: lane 0 reading the values
 // here took a quarter of this kernel's 49 ms; split so, 33.7 + 1.6 + 2.2 ms (bench/results/gpu-h100-entropy.md).
+// Likewise the header and the gaps of a chunk whose plan fits its staged positions (entropy_split_fits): after
+// step 2 the warp hands it on to a thread per chunk and a smaller placing kernel (entropy_decode_split.cuh;
+// session 17, call B: verified apply 34.8 -> 31.0 ms); lane 0 reads them here only for the other chunks.
 #pragma once
 
 #include <sparsesync/codec/entropy_params.hpp>
@@ -131,83 +134,224 @@ SPARSESYNC_DEVICE void entropy_set_range(std::uint32_t* bits, std::uint32_t lo, 
   }
 }
 
-// Lane 0, for the s.count <= G groups: the header and the gaps (gaps into gap_out in group order, ranks into
-// the bitmap). Returns the first error.
-template <class W, class Reader>
-SPARSESYNC_DEVICE errc entropy_warp_lane0_header(entropy_decode_smem& s, value_mode mode, Reader& r, std::uint32_t len,
-                                                 std::uint32_t n, std::uint32_t* bits, std::uint32_t* gap_out) {
-  constexpr unsigned wbits = 8 * sizeof(W);
-  const unsigned count = s.count;
-  // Header: per group its change count, gap and value parameters (checked as entropy_decode_chunk does).
-  const bool ulp = mode == value_mode::ulp;
-  std::uint32_t remaining = n;
-  s.first[0] = 0;
-  for (unsigned g = 0; g < count; ++g) {
-    const std::uint32_t size = s.size[g];
-    std::uint32_t c = remaining;
-    if (g + 1 < count) {
-      c = r.get(entropy_params::count_bits(size, remaining));
-      if (c > (size < remaining ? size : remaining)) return errc::malformed;
-    } else if (c > size) {
-      return errc::malformed;
-    }
-    s.first[g + 1] = s.first[g] + c;
-    remaining -= c;
-    s.k_gap[g] = s.k_val[g] = 0;
-    if (c > 0 && c < size) {
-      s.k_gap[g] = static_cast<std::uint8_t>(r.get(entropy_params::gap_k_bits(size)));
-      if (s.k_gap[g] > entropy_params::max_gap_k_of(size)) return errc::malformed;
-    }
-    if (c > 0 && ulp) s.k_val[g] = static_cast<std::uint8_t>(r.get_unary(wbits - 1));
-  }
-  if (r.failed()) return errc::truncated;
-  std::uint64_t least = 0;
-  for (unsigned g = 0; g < count; ++g)
-    if (s.first[g + 1] - s.first[g] < s.size[g]) least += s.first[g + 1] - s.first[g];
-  if (least > 8 * std::uint64_t{len}) return errc::truncated;
-  // Gaps, group by group.
-  for (unsigned g = 0; g < count; ++g) {
-    const std::uint32_t size = s.size[g], c = s.first[g + 1] - s.first[g];
-    if (c == size) {
-      entropy_set_range(bits, s.gbase[g], s.gbase[g] + size);
-      continue;
-    }
-    const unsigned raw = entropy_params::gap_raw_bits(size), k = s.k_gap[g];
-    const std::uint32_t gbase = s.gbase[g];
-    // The bitmap word being filled stays in a register until the ranks leave it: close ranks share words, and a
-    // read-modify-write of shared memory per rank would wait on the one before.
-    std::uint32_t word = ~0u, word_bits = 0;
-    std::uint64_t next = 0;
-    for (std::uint32_t i = s.first[g]; i < s.first[g + 1]; ++i) {
-      std::uint64_t gap = 0;
-      if (const errc e = entropy_rice_get(r, k, raw, gap); e != errc::ok) return e;
-      next += gap;
-      if (next >= size) return errc::index_out_of_range;
-      gap_out[i] = static_cast<std::uint32_t>(gap);
-      const std::uint32_t b = gbase + static_cast<std::uint32_t>(next);
-      if (b >> 5 != word) {
-        if (word != ~0u) bits[word] |= word_bits;
-        word = b >> 5;
-        word_bits = 0;
-      }
-      word_bits |= 1u << (b & 31);
-      ++next;
-    }
-    if (word != ~0u) bits[word] |= word_bits;
-  }
-  return errc::ok;
-}
-
 // What the warp decoder leaves for entropy_warp_values (a thread per chunk) in the chunk's state word: the
 // values' first bit (counted from the byte after the tag), whether the gap parameters were the fitted ones, and
 // that the values are pending at all (else the chunk is finished: decoded whole, or failed); once they are read,
 // entropy_values_read tells entropy_warp_check_values (a warp per chunk again) to finish the chunk.
 inline constexpr std::uint32_t entropy_values_pending = 1u << 31, entropy_values_fitted = 1u << 30, entropy_values_read = 1u << 29;
+// Before that, a chunk the split decoder takes (entropy_split_fits): counted (its plan stored, the parse kernel's
+// turn), then parsed (its ranks stored, the placing kernel's turn; with the values' first bit).
+inline constexpr std::uint32_t entropy_split_counted = 1u << 28, entropy_split_parsed = 1u << 27;
 inline constexpr std::uint32_t entropy_values_bit_mask = (1u << 24) - 1;  // (a chunk's gaps take far fewer bits)
 // A staged change of a chunk that the warp decoder placed: position (below 2^16), its group's value parameter
 // in bits 16-20, its group from entropy_rank_bits up.
 inline constexpr unsigned entropy_staged_k_shift = 16;
 static_assert(entropy_warp_max_numel <= (1u << entropy_staged_k_shift), "sparsesync: the staged value parameter sits above the position");
+
+// The split decoder (entropy_decode_split.cuh): the warp decoder counts a chunk's classes and hands the rest on
+// through the chunk's staged positions, free until its changes are placed: the plan below, whose header, gaps and
+// ranks a thread per chunk then reads (so that 31 lanes of a warp do not wait while one reads a bitstream), and a
+// smaller warp kernel places the changes. Words of the plan of a chunk of G groups: G; the group sizes; each
+// group's first class (16-bit halves); then, from the parse, first[0, G] and each group's k_gap | k_val << 8
+// (halves); the 16-bit lane counters of each lane's first rank in each group (entropy_ctr's layout).
+inline constexpr unsigned entropy_split_groups = 32;
+struct entropy_split_layout {
+  std::uint32_t size = 1, from = 0, first = 0, k = 0, start = 0, words = 0;
+  SPARSESYNC_HD constexpr explicit entropy_split_layout(unsigned G) {
+    from = size + G;
+    first = from + (G + 1) / 2;
+    k = first + G + 1;
+    start = k + (G + 1) / 2;
+    words = start + (G + 1) / 2 * 32;
+  }
+};
+// Whether a chunk of G groups and n changes goes the split way: its plan must fit its n staged positions.
+SPARSESYNC_HD constexpr bool entropy_split_fits(unsigned G, std::uint32_t n) {
+  return G <= entropy_split_groups && entropy_split_layout(G).words <= n;
+}
+
+// Where lane 0 of the warp decoder puts a chunk's changes as it reads them: a bit per change at its rank in the
+// bitmap of the chunk's elements by group (gbase[g] + rank), the gaps kept for the parameter check. The bitmap word
+// being filled stays in a register until the ranks leave it: close ranks share words, and a read-modify-write of
+// shared memory per rank would wait on the one before.
+struct entropy_bitmap_sink {
+  std::uint32_t* bits;
+  const std::uint32_t* gbase;
+  std::uint32_t* gap_out;
+  std::uint32_t word = ~0u, word_bits = 0;
+  SPARSESYNC_DEVICE void whole(unsigned g, std::uint32_t, std::uint32_t size) { entropy_set_range(bits, gbase[g], gbase[g] + size); }
+  SPARSESYNC_DEVICE void begin() { word = ~0u; }
+  SPARSESYNC_DEVICE void put(std::uint32_t i, unsigned g, std::uint32_t rank, std::uint32_t gap) {
+    gap_out[i] = gap;
+    const std::uint32_t b = gbase[g] + rank;
+    if (b >> 5 != word) {
+      if (word != ~0u) bits[word] |= word_bits;
+      word = b >> 5;
+      word_bits = 0;
+    }
+    word_bits |= 1u << (b & 31);
+  }
+  SPARSESYNC_DEVICE void end() {
+    if (word != ~0u) bits[word] |= word_bits;
+  }
+};
+
+// The header and the gaps of a class body of `count` groups (sizes size[g]), read as entropy_decode_chunk does
+// with its checks: first[0, count] and the parameters k_gap, k_val of each group, each change's rank in its group
+// to the sink (whole(g, first change, size) for a wholly changed group, else put(change, g, rank, gap) in group
+// order). Returns the first error.
+template <class W, class Reader, class Sink>
+SPARSESYNC_DEVICE errc entropy_read_header_gaps(unsigned count, const std::uint32_t* size, std::uint32_t* first, std::uint8_t* k_gap,
+                                                std::uint8_t* k_val, value_mode mode, Reader& r, std::uint32_t len, std::uint32_t n, Sink& sink) {
+  constexpr unsigned wbits = 8 * sizeof(W);
+  // Header: per group its change count, gap and value parameters.
+  const bool ulp = mode == value_mode::ulp;
+  std::uint32_t remaining = n;
+  first[0] = 0;
+  for (unsigned g = 0; g < count; ++g) {
+    const std::uint32_t sz = size[g];
+    std::uint32_t c = remaining;
+    if (g + 1 < count) {
+      c = r.get(entropy_params::count_bits(sz, remaining));
+      if (c > (sz < remaining ? sz : remaining)) return errc::malformed;
+    } else if (c > sz) {
+      return errc::malformed;
+    }
+    first[g + 1] = first[g] + c;
+    remaining -= c;
+    k_gap[g] = k_val[g] = 0;
+    if (c > 0 && c < sz) {
+      k_gap[g] = static_cast<std::uint8_t>(r.get(entropy_params::gap_k_bits(sz)));
+      if (k_gap[g] > entropy_params::max_gap_k_of(sz)) return errc::malformed;
+    }
+    if (c > 0 && ulp) k_val[g] = static_cast<std::uint8_t>(r.get_unary(wbits - 1));
+  }
+  if (r.failed()) return errc::truncated;
+  std::uint64_t least = 0;
+  for (unsigned g = 0; g < count; ++g)
+    if (first[g + 1] - first[g] < size[g]) least += first[g + 1] - first[g];
+  if (least > 8 * std::uint64_t{len}) return errc::truncated;
+  // Gaps, group by group.
+  for (unsigned g = 0; g < count; ++g) {
+    const std::uint32_t sz = size[g], c = first[g + 1] - first[g];
+    if (c == sz) {
+      sink.whole(g, first[g], sz);
+      continue;
+    }
+    const unsigned raw = entropy_params::gap_raw_bits(sz), k = k_gap[g];
+    sink.begin();
+    std::uint64_t next = 0;
+    for (std::uint32_t i = first[g]; i < first[g + 1]; ++i) {
+      std::uint64_t gap = 0;
+      if (const errc e = entropy_rice_get(r, k, raw, gap); e != errc::ok) return e;
+      next += gap;
+      if (next >= sz) return errc::index_out_of_range;
+      sink.put(i, g, static_cast<std::uint32_t>(next), static_cast<std::uint32_t>(gap));
+      ++next;
+    }
+    sink.end();
+  }
+  return errc::ok;
+}
+
+// The gap parameters' check, the whole warp calling: lane k prices k over each group's gaps, 32 at a time
+// (gap_block(j0) gives lane L the gap of change j0 + L, any value past n; one load for the warp, then broadcast);
+// whether every group's k_gap is the fitted one. Wholly changed groups have no gaps and are skipped.
+template <class GapBlock>
+SPARSESYNC_DEVICE bool entropy_warp_gaps_fitted(unsigned G, std::uint32_t n, const std::uint32_t* size, const std::uint32_t* first,
+                                                const std::uint8_t* k_gap, GapBlock&& gap_block) {
+  const unsigned lane = lane_id();
+  bool fitted = true;
+  unsigned g = 0;
+  std::uint32_t cost = 0;
+  auto close = [&] {  // (uniform)
+    const std::uint32_t c = first[g + 1] - first[g];
+    if (c > 0 && c < size[g] && entropy_warp_argmin(cost, entropy_params::max_gap_k_of(size[g])) != k_gap[g]) fitted = false;
+    ++g;
+    cost = 0;
+  };
+  unsigned raw = entropy_params::gap_raw_bits(size[0]);
+  for (std::uint32_t j0 = 0; j0 < n; j0 += 32) {
+    const std::uint32_t v = gap_block(j0);
+    const unsigned m = n - j0 < 32 ? n - j0 : 32u;
+    if (m == 32 && j0 + 32 <= first[g + 1]) {  // (uniform) all 32 in group g: no group test, the shuffles unrolled
+      std::uint32_t c32 = 0;
+#pragma unroll
+      for (unsigned t = 0; t < 32; ++t) c32 += rice_params::code_bits<std::uint32_t>(__shfl_sync(full_warp, v, static_cast<int>(t)), lane, raw);
+      cost += c32;
+      continue;
+    }
+    for (unsigned t = 0; t < m; ++t) {
+      if (j0 + t >= first[g + 1]) {
+        while (j0 + t >= first[g + 1]) close();
+        raw = entropy_params::gap_raw_bits(size[g]);
+      }
+      cost += rice_params::code_bits<std::uint32_t>(__shfl_sync(full_warp, v, static_cast<int>(t)), lane, raw);
+    }
+  }
+  while (g < G) close();
+  return fitted;
+}
+
+// The changes' positions from the bitmap of their ranks, the whole warp calling, each lane over its range [a, b)
+// of the chunk: lane_count(g) is the lane's element count of group g, start (entropy_ctr's 16-bit lane counters)
+// the rank of its first element of g, advanced as it walks. A set bit at an element's rank in its group is a
+// change: spos gets its position with its group and the group's value parameter above it, until
+// entropy_warp_values reads them. A counter reaches 2^16 only past the chunk's last element (numel <= 2^16), and its
+// carry into the neighbouring half then lands in no group's counter.
+template <class W, unsigned D, class LaneCount>
+SPARSESYNC_DEVICE errc entropy_warp_place(unsigned G, std::uint32_t n, const std::uint32_t* bits, std::uint32_t* start,
+                                          const std::uint8_t* of_class, const std::uint8_t* k_val, LaneCount&& lane_count, const W* fast,
+                                          const resolved_segment* segs, std::uint32_t segment_count, std::uint64_t first, std::uint32_t a,
+                                          std::uint32_t b, std::uint32_t* spos) {
+  const unsigned lane = lane_id();
+  // Per lane: its changes (set bits in its ranges; a start is exact where the lane has elements of g).
+  std::uint32_t mine = 0;
+  for (unsigned g = 0; g < G; ++g) {
+    const std::uint32_t c = lane_count(g);
+    if (c == 0) continue;
+    const std::uint32_t b0 = entropy_ctr_get(start, g, lane);
+    mine += entropy_popcount_range(bits, b0, b0 + c);
+  }
+  std::uint32_t at = mine;
+#pragma unroll
+  for (unsigned o = 1; o < 32; o *= 2) {
+    const std::uint32_t u = __shfl_up_sync(full_warp, at, o);
+    if (lane >= o) at += u;
+  }
+  if (__shfl_sync(full_warp, at, 31) != n) return errc::malformed;  // (never: the ranks are distinct and below the sizes)
+  at -= mine;
+  std::uint32_t* out = spos + at;
+  std::uint32_t placed = 0;
+  auto place = [&](std::uint32_t i, unsigned g, std::uint32_t rk) {
+    if (((bits[rk >> 5] >> (rk & 31)) & 1u) && placed < mine)
+      out[placed++] = (static_cast<std::uint32_t>(g) << entropy_rank_bits) | (static_cast<std::uint32_t>(k_val[g]) << entropy_staged_k_shift) | i;
+  };
+  auto rank = [&](unsigned g) {
+    const unsigned sh = entropy_ctr_shift(g);
+    return (atomicAdd(&start[entropy_ctr(g, lane)], 1u << sh) >> sh) & 0xffffu;
+  };
+  constexpr unsigned V = 16 / sizeof(W);
+  // A vector's groups, then its ranks, then the bitmap tests: each a batch of independent accesses.
+  entropy_lane_walk_vectors<W, D>(
+      fast, segs, segment_count, first, a, b,
+      [&](std::uint32_t i, const W(&e)[V]) {
+        unsigned g[V];
+        std::uint32_t rk[V];
+#pragma unroll
+        for (unsigned k = 0; k < V; ++k) g[k] = of_class[entropy_params::class_of<W>(e[k])];
+#pragma unroll
+        for (unsigned k = 0; k < V; ++k) rk[k] = rank(g[k]);
+#pragma unroll
+        for (unsigned k = 0; k < V; ++k) place(i + k, g[k], rk[k]);
+      },
+      [&](std::uint32_t i, W v) {
+        const unsigned g = of_class[entropy_params::class_of<W>(v)];
+        place(i, g, rank(g));
+      });
+  if (__any_sync(full_warp, placed != mine)) return errc::malformed;  // (never: both walks read the same base)
+  return errc::ok;
+}
 
 // Decodes a class body (entropy_warp_decodes) up to its values, the whole warp calling: the changes' positions into
 // spos[0, n) (chunk-relative, each with its group and the group's value parameter, entropy_staged_k_shift) and
@@ -280,9 +424,23 @@ SPARSESYNC_DEVICE errc entropy_warp_decode_classes(entropy_decode_smem& s, value
     }
     entropy_ctr_set(start, g, lane, s.gbase[g] + incl - c);  // (2^16 only where the lane has none of g)
   }
+  __syncwarp();
+  // A chunk with enough changes to hold its plan in its staged positions goes the split way from here.
+  if (entropy_split_fits(G, n)) {
+    const entropy_split_layout L(G);
+    for (unsigned g = lane; g < G; g += 32) spos[L.size + g] = s.size[g];
+    for (unsigned g = lane; g < (G + 1) / 2; g += 32)
+      spos[L.from + g] = s.from[2 * g] | (2 * g + 1 < G ? static_cast<std::uint32_t>(s.from[2 * g + 1]) << 16 : 0u);
+    for (unsigned w = lane; w < (G + 1) / 2 * 32; w += 32) spos[L.start + w] = start[w];
+    if (lane == 0) {
+      spos[0] = G;
+      *state = entropy_split_counted;
+    }
+    return errc::ok;
+  }
   for (std::uint32_t w = lane; w < (numel + 31) / 32; w += 32) bits[w] = 0;
   __syncwarp();
-  // 4. Header and gaps, read from a copy of the data in the region when it fits.
+  // 4. Header and gaps, read by lane 0 from a copy of the data in the region when it fits.
   unsigned char* const buf = reinterpret_cast<unsigned char*>(s.ctr + at_.data);
   const unsigned char* const copied =
       entropy_stage_data(data, len, lo, hi, buf, at_.data < entropy_decode_smem::words ? 4 * (entropy_decode_smem::words - at_.data) : 0u);
@@ -293,8 +451,9 @@ SPARSESYNC_DEVICE errc entropy_warp_decode_classes(entropy_decode_smem& s, value
   std::uint32_t* const gaps = gaps_at <= entropy_decode_smem::words && n <= entropy_decode_smem::words - gaps_at ? s.ctr + gaps_at : sval;
   std::uint64_t values_bit = 0;  // (lane 0's): where the values start, from the byte after the tag
   if (lane == 0) {
+    entropy_bitmap_sink sink{bits, s.gbase, gaps};
     auto read = [&](auto&& r) {
-      s.err = static_cast<int>(entropy_warp_lane0_header<W>(s, mode, r, len, n, bits, gaps));
+      s.err = static_cast<int>(entropy_read_header_gaps<W>(G, s.size, s.first, s.k_gap, s.k_val, mode, r, len, n, sink));
       values_bit = r.position_bits();
     };
     if (copied)
@@ -305,91 +464,12 @@ SPARSESYNC_DEVICE errc entropy_warp_decode_classes(entropy_decode_smem& s, value
   }
   __syncwarp();
   if (s.err != 0) return static_cast<errc>(s.err);
-  // Gap parameters: lane k prices k over each group's gaps, read 32 at a time (one load for the warp, then
-  // broadcast): the gaps of wholly changed groups were never written and are skipped.
-  bool fitted = true;
-  {
-    unsigned g = 0;
-    std::uint32_t cost = 0;
-    auto close = [&] {  // (uniform)
-      const std::uint32_t c = s.first[g + 1] - s.first[g];
-      if (c > 0 && c < s.size[g] && entropy_warp_argmin(cost, entropy_params::max_gap_k_of(s.size[g])) != s.k_gap[g]) fitted = false;
-      ++g;
-      cost = 0;
-    };
-    unsigned raw = entropy_params::gap_raw_bits(s.size[0]);
-    for (std::uint32_t j0 = 0; j0 < n; j0 += 32) {
-      const std::uint32_t v = j0 + lane < n ? gaps[j0 + lane] : 0u;
-      const unsigned m = n - j0 < 32 ? n - j0 : 32u;
-      if (m == 32 && j0 + 32 <= s.first[g + 1]) {  // (uniform) all 32 in group g: no group test, the shuffles unrolled
-        std::uint32_t c32 = 0;
-#pragma unroll
-        for (unsigned t = 0; t < 32; ++t) c32 += rice_params::code_bits<std::uint32_t>(__shfl_sync(full_warp, v, static_cast<int>(t)), lane, raw);
-        cost += c32;
-        continue;
-      }
-      for (unsigned t = 0; t < m; ++t) {
-        if (j0 + t >= s.first[g + 1]) {
-          while (j0 + t >= s.first[g + 1]) close();
-          raw = entropy_params::gap_raw_bits(s.size[g]);
-        }
-        cost += rice_params::code_bits<std::uint32_t>(__shfl_sync(full_warp, v, static_cast<int>(t)), lane, raw);
-      }
-    }
-    while (g < G) close();
-  }
-  // 5. Per lane: its changes (set bits in its ranges; a start is exact where the lane has elements of g).
-  std::uint32_t mine = 0;
-  for (unsigned g = 0; g < G; ++g) {
-    const std::uint32_t c = entropy_ctr_get(cnt, g, lane);
-    if (c == 0) continue;
-    const std::uint32_t b0 = entropy_ctr_get(start, g, lane);
-    mine += entropy_popcount_range(bits, b0, b0 + c);
-  }
-  std::uint32_t at = mine;
-#pragma unroll
-  for (unsigned o = 1; o < 32; o *= 2) {
-    const std::uint32_t u = __shfl_up_sync(full_warp, at, o);
-    if (lane >= o) at += u;
-  }
-  if (__shfl_sync(full_warp, at, 31) != n) return errc::malformed;  // (never: the ranks are distinct and below the sizes)
-  at -= mine;
-  // 6. Positions: a set bit at the element's rank in its group is a change. Its group and the group's value
-  // parameter ride above the staged position until entropy_warp_values reads them. A counter reaches 2^16 only
-  // past the chunk's last element (numel <= 2^16), and its carry into the neighbouring half then lands in no
-  // group's counter.
-  {
-    std::uint32_t* out = spos + at;
-    std::uint32_t placed = 0;
-    auto place = [&](std::uint32_t i, unsigned g, std::uint32_t rk) {
-      if (((bits[rk >> 5] >> (rk & 31)) & 1u) && placed < mine)
-        out[placed++] =
-            (static_cast<std::uint32_t>(g) << entropy_rank_bits) | (static_cast<std::uint32_t>(s.k_val[g]) << entropy_staged_k_shift) | i;
-    };
-    auto rank = [&](unsigned g) {
-      const unsigned sh = entropy_ctr_shift(g);
-      return (atomicAdd(&start[entropy_ctr(g, lane)], 1u << sh) >> sh) & 0xffffu;
-    };
-    constexpr unsigned V = 16 / sizeof(W);
-    // A vector's groups, then its ranks, then the bitmap tests: each a batch of independent accesses.
-    entropy_lane_walk_vectors<W, entropy_decode_depth>(
-        fast, segs, segment_count, first, a, b,
-        [&](std::uint32_t i, const W(&e)[V]) {
-          unsigned g[V];
-          std::uint32_t rk[V];
-#pragma unroll
-          for (unsigned k = 0; k < V; ++k) g[k] = s.of_class[entropy_params::class_of<W>(e[k])];
-#pragma unroll
-          for (unsigned k = 0; k < V; ++k) rk[k] = rank(g[k]);
-#pragma unroll
-          for (unsigned k = 0; k < V; ++k) place(i + k, g[k], rk[k]);
-        },
-        [&](std::uint32_t i, W v) {
-          const unsigned g = s.of_class[entropy_params::class_of<W>(v)];
-          place(i, g, rank(g));
-        });
-    if (__any_sync(full_warp, placed != mine)) return errc::malformed;  // (never: both walks read the same base)
-  }
+  const bool fitted = entropy_warp_gaps_fitted(G, n, s.size, s.first, s.k_gap, [&](std::uint32_t j0) { return j0 + lane < n ? gaps[j0 + lane] : 0u; });
+  // 5-6. Positions.
+  if (const errc e = entropy_warp_place<W, entropy_decode_depth>(G, n, bits, start, s.of_class, s.k_val, [&](unsigned g) { return entropy_ctr_get(cnt, g, lane); }, fast,
+                                           segs, segment_count, first, a, b, spos);
+      e != errc::ok)
+    return e;
   __syncwarp();
   if (lane == 0) s.err = values_bit > entropy_values_bit_mask ? static_cast<int>(errc::malformed) : 0;  // (never: see the mask)
   __syncwarp();

@@ -1,0 +1,149 @@
+// The entropy decoder's class bodies in three steps (a chunk that entropy_split_fits), so that no warp waits
+// while one of its lanes reads a bitstream:
+//  1. the warp decoder (entropy_decode.cuh) counts the chunk's classes and stores its plan: groups and each
+//     lane's first rank in each group (entropy_split_layout, in the chunk's staged positions);
+//  2. a thread per chunk reads the header and the gaps (entropy_split_parse: a warp reads 32 chunks' at once),
+//     each change's rank in its group into the staged values, the header into the plan;
+//  3. a warp per chunk places the changes (entropy_split_place): the ranks into a bitmap, the gap parameters'
+//     check, then one walk of the base as the warp decoder's last.
+// The values and their checks then follow as for the warp decoder's chunks (entropy_warp_values,
+// entropy_warp_check_values). Session 14's phase clocks (bench/results/gpu-h100-entropy.md) put lane 0's header
+// and gap reading at 28% of the warp decoder's cycles.
+#pragma once
+
+#include <sparsesync/cuda/detail/entropy_decode.cuh>
+
+SPARSESYNC_NS_BEGIN
+namespace cuda {
+namespace detail {
+
+// Each change's rank in its group, as the header and gap reader gives them (a wholly changed group: 0, 1, ...).
+struct entropy_rank_sink {
+  std::uint32_t* rank;
+  SPARSESYNC_DEVICE void whole(unsigned, std::uint32_t i0, std::uint32_t size) {
+    for (std::uint32_t r = 0; r < size; ++r) rank[i0 + r] = r;
+  }
+  SPARSESYNC_DEVICE void begin() {}
+  SPARSESYNC_DEVICE void put(std::uint32_t i, unsigned, std::uint32_t r, std::uint32_t) { rank[i] = r; }
+  SPARSESYNC_DEVICE void end() {}
+};
+
+// Step 2, one thread: the header and the gaps of a counted chunk (state entropy_split_counted), with the warp
+// decoder's checks; the ranks into rank[0, n), first[] and the parameters into the plan; state gets the values'
+// first bit. Returns the first error.
+template <class W>
+SPARSESYNC_DEVICE errc entropy_split_parse(value_mode mode, const unsigned char* data, std::uint32_t len, std::uint32_t n, const unsigned char* lo,
+                                           const unsigned char* hi, std::uint32_t* plan, std::uint32_t* rank, std::uint32_t& state) {
+  constexpr unsigned GM = entropy_split_groups;
+  const unsigned G = plan[0];
+  if (G == 0 || G > GM) return errc::malformed;  // (never: the warp decoder wrote it)
+  const entropy_split_layout L(G);
+  std::uint32_t size[GM], first[GM + 1];
+  std::uint8_t k_gap[GM], k_val[GM];
+  for (unsigned g = 0; g < G; ++g) size[g] = plan[L.size + g];
+  bit_reader r(data + 1, data + len, lo, hi);
+  entropy_rank_sink sink{rank};
+  if (const errc e = entropy_read_header_gaps<W>(G, size, first, k_gap, k_val, mode, r, len, n, sink); e != errc::ok) return e;
+  const std::uint64_t values_bit = r.position_bits();
+  if (values_bit > entropy_values_bit_mask) return errc::malformed;  // (never: a chunk's gaps take far fewer bits)
+  for (unsigned g = 0; g <= G; ++g) plan[L.first + g] = first[g];
+  for (unsigned g = 0; g < G; g += 2) {
+    const std::uint32_t lo16 = k_gap[g] | (std::uint32_t{k_val[g]} << 8);
+    const std::uint32_t hi16 = g + 1 < G ? k_gap[g + 1] | (std::uint32_t{k_val[g + 1]} << 8) : 0u;
+    plan[L.k + g / 2] = lo16 | (hi16 << 16);
+  }
+  state = entropy_split_parsed | static_cast<std::uint32_t>(values_bit);
+  return errc::ok;
+}
+
+// Step 3's walk reads the base this many 16-byte vectors ahead per lane. At 19 warps an SM as at 12 (the warp
+// decoder's entropy_decode_depth) 2 is best (session 17, call C, H100, verified apply at 7e9: 1 ahead 32.08 / 32.25
+// ms, 2 ahead 30.96 / 31.04, 3 ahead 31.06 / 30.85).
+inline constexpr unsigned entropy_place_depth = 2;
+
+// Step 3's tables, a warp's: 10.9 KB, where the warp decoder needs 17.3 (its class counters).
+struct entropy_place_smem {
+  static constexpr unsigned G = entropy_split_groups;
+  std::uint32_t start[(G + 1) / 2 * 32];              // lane counters of ranks (entropy_ctr), from the plan
+  std::uint32_t bits[entropy_warp_max_numel / 32];  // the changed ranks, gbase[g] + rank
+  std::uint32_t size[G], gbase[G + 1], first[G + 1];
+  std::uint8_t of_class[256], k_gap[G], k_val[G];
+};
+
+// Step 3, the whole warp calling, for a parsed chunk (state entropy_split_parsed): the changes' positions into
+// plan[0, n) (the staged positions: the plan is read first) as entropy_warp_decode_classes leaves them, and the
+// state for entropy_warp_values. The base as there.
+template <class W>
+SPARSESYNC_DEVICE errc entropy_split_place(entropy_place_smem& s, std::uint32_t numel, std::uint32_t n, const W* fast, const resolved_segment* segs,
+                                           std::uint32_t segment_count, std::uint64_t first, std::uint32_t* plan, const std::uint32_t* rank,
+                                           std::uint32_t* state) {
+  constexpr unsigned K = entropy_params::class_count<W>;
+  const unsigned lane = lane_id();
+  const unsigned G = plan[0];
+  const std::uint32_t parsed = *state;
+  if (G == 0 || G > entropy_place_smem::G) return errc::malformed;  // (never: the warp decoder wrote it)
+  const entropy_split_layout L(G);
+  std::uint32_t a = 0, b = 0;
+  entropy_lane_range<W>(numel, lane, a, b);
+  for (unsigned g = lane; g < G; g += 32) {
+    s.size[g] = plan[L.size + g];
+    const std::uint32_t k = plan[L.k + g / 2] >> (16 * (g & 1));
+    s.k_gap[g] = static_cast<std::uint8_t>(k & 0xffu);
+    s.k_val[g] = static_cast<std::uint8_t>((k >> 8) & 0xffu);
+  }
+  for (unsigned g = lane; g <= G; g += 32) s.first[g] = plan[L.first + g];
+  for (unsigned w = lane; w < (G + 1) / 2 * 32; w += 32) s.start[w] = plan[L.start + w];
+  // Each class's group: the last group whose first class is at most it (classes the base lacks are never looked up).
+  for (unsigned x = lane; x < K; x += 32) {
+    unsigned g = 0;
+    for (unsigned h = 1; h < G; ++h)
+      if (((plan[L.from + h / 2] >> (16 * (h & 1))) & 0xffffu) <= x) g = h;
+    s.of_class[x] = static_cast<std::uint8_t>(g);
+  }
+  __syncwarp();  // (lane 0 sums the sizes the lanes stored)
+  if (lane == 0) {
+    s.gbase[0] = 0;
+    for (unsigned g = 0; g < G; ++g) s.gbase[g + 1] = s.gbase[g] + s.size[g];
+  }
+  for (std::uint32_t w = lane; w < (numel + 31) / 32; w += 32) s.bits[w] = 0;
+  __syncwarp();
+  // The ranks, 32 at a time in group order: each into the bitmap, and its gap (from the rank before in its group)
+  // to the parameter check.
+  unsigned gb = 0;           // (uniform) the group of change j0
+  std::uint32_t before = 0;  // (uniform) the rank of change j0 - 1
+  const bool fitted = entropy_warp_gaps_fitted(G, n, s.size, s.first, s.k_gap, [&](std::uint32_t j0) {
+    const std::uint32_t j = j0 + lane;
+    std::uint32_t gap = 0;
+    unsigned g = gb;
+    std::uint32_t r = 0;
+    if (j < n) {
+      while (j >= s.first[g + 1]) ++g;
+      r = rank[j];
+      const std::uint32_t bit = s.gbase[g] + r;
+      atomicOr(&s.bits[bit >> 5], 1u << (bit & 31));
+    }
+    const std::uint32_t up = __shfl_up_sync(full_warp, r, 1);
+    const std::uint32_t prev = lane == 0 ? before : up;
+    if (j < n) gap = j == s.first[g] ? r : r - prev - 1;
+    before = __shfl_sync(full_warp, r, 31);
+    gb = __shfl_sync(full_warp, g, 31);
+    return gap;
+  });
+  __syncwarp();
+  // A lane's elements of group g: the next lane's first rank less its own (16-bit counters: modulo 2^16).
+  auto lane_count = [&](unsigned g) {
+    const std::uint32_t mine = entropy_ctr_get(s.start, g, lane);
+    const std::uint32_t next = __shfl_down_sync(full_warp, mine, 1);
+    return ((lane == 31 ? s.gbase[g + 1] : next) - mine) & 0xffffu;
+  };
+  if (const errc e = entropy_warp_place<W, entropy_place_depth>(G, n, s.bits, s.start, s.of_class, s.k_val, lane_count, fast, segs, segment_count, first, a, b, plan);
+      e != errc::ok)
+    return e;
+  __syncwarp();
+  if (lane == 0) *state = entropy_values_pending | (fitted ? entropy_values_fitted : 0u) | (parsed & entropy_values_bit_mask);
+  return errc::ok;
+}
+
+}  // namespace detail
+}  // namespace cuda
+SPARSESYNC_NS_END
