@@ -793,7 +793,7 @@ TEST_CASE("entropy on the GPU: class bodies and rice bodies, byte-identical, app
           if (dtp == dtype::bf16) bits = (bits & 0x807Fu) | ((118u + e) << 7);
           else if (dtp == dtype::f16) bits = (bits & 0x83FFu) | ((9u + e % 4) << 10);
           else bits = (bits & 0x807FFFFFu) | ((118u + e) << 23);
-          // Some zeros: class 0, far below the band, in the same groups as it (the smallest class joins the first).
+          // Some zeros: class 0, far below the band.
           if (rng() % 64 == 0) bits &= dtp == dtype::f32 ? 0x80000000u : 0x8000u;
         }
         const std::uint64_t kind = (i / 4096) % 3;
