@@ -69,7 +69,9 @@ void entropy_for_each_key(std::span<const W> base, F&& f) {
     for (std::size_t i = 0; i < q; i += per_word) {
       std::array<std::uint64_t, L> v;
       for (unsigned l = 0; l < L; ++l) std::memcpy(&v[l], b + l * q + i, 8);
+#pragma GCC unroll 8
       for (unsigned t = 0; t < per_word; ++t)
+#pragma GCC unroll 4
         for (unsigned l = 0; l < L; ++l)
           f(l, l * q + i + t, static_cast<unsigned>(v[l] >> (bits * t + entropy_params::class_shift<W>)) & (entropy_key_count<W> - 1));
     }
@@ -581,7 +583,7 @@ struct entropy {
     std::uint32_t* const pos = positions.data();
     std::uint8_t* const grp = p.group_of_change.data();
     const std::uint32_t* const rk = rank.data();
-    const auto& of_key = p.groups.of_key;
+    const std::uint8_t* const of_key = p.groups.of_key.data();  // (a copy: grp's byte stores may alias the plan)
     detail::entropy_for_each_key<W>(base, [&](unsigned l, std::size_t i, unsigned k) {
       const unsigned g = of_key[k];
       // One decrement in memory whose zero flag says "here"; the common case falls through.
