@@ -356,16 +356,24 @@ SPARSESYNC_DEVICE void rice_decode_chunks(const apply_params& p, const bucket_in
   }
 }
 
-template <class P>
-SPARSESYNC_KERNEL void __launch_bounds__(decode_threads) apply_rice_kernel(apply_params p) {
+// The bucket of a decode pass for the encoder `enc` (rice's and entropy's sequential passes): f.template
+// operator()<W>(I) with the bucket's word type, unless the bucket did not parse, holds another encoder, or (a
+// commit) the patch has already failed.
+template <encoder_id Enc, class F>
+SPARSESYNC_DEVICE void for_decode_bucket(const apply_params& p, F&& f) {
   const bucket_info& I = *p.info;
-  if (I.status != 0 || static_cast<encoder_id>(I.enc) != encoder_id::rice) return;
+  if (I.status != 0 || static_cast<encoder_id>(I.enc) != Enc) return;
   if (p.commit_phase && p.state->status != 0) return;
   switch (size_of(static_cast<sparsesync::dtype>(I.dtype))) {
-    case 1: rice_decode_chunks<std::uint8_t>(p, I); break;
-    case 2: rice_decode_chunks<std::uint16_t>(p, I); break;
-    default: rice_decode_chunks<std::uint32_t>(p, I); break;
+    case 1: f.template operator()<std::uint8_t>(I); break;
+    case 2: f.template operator()<std::uint16_t>(I); break;
+    default: f.template operator()<std::uint32_t>(I); break;
   }
+}
+
+template <class P>
+SPARSESYNC_KERNEL void __launch_bounds__(decode_threads) apply_rice_kernel(apply_params p) {
+  for_decode_bucket<encoder_id::rice>(p, [&]<class W>(const bucket_info& I) { rice_decode_chunks<W>(p, I); });
 }
 
 // Pass 1b for entropy: decodes against the chunk's base, the receiver's weights as they are before this bucket's
@@ -390,14 +398,7 @@ SPARSESYNC_DEVICE void entropy_decode_chunks(const apply_params& p, const bucket
 
 template <class P>
 SPARSESYNC_KERNEL void __launch_bounds__(decode_threads) apply_entropy_kernel(apply_params p) {
-  const bucket_info& I = *p.info;
-  if (I.status != 0 || static_cast<encoder_id>(I.enc) != encoder_id::entropy) return;
-  if (p.commit_phase && p.state->status != 0) return;
-  switch (size_of(static_cast<sparsesync::dtype>(I.dtype))) {
-    case 1: entropy_decode_chunks<std::uint8_t>(p, I); break;
-    case 2: entropy_decode_chunks<std::uint16_t>(p, I); break;
-    default: entropy_decode_chunks<std::uint32_t>(p, I); break;
-  }
+  for_decode_bucket<encoder_id::entropy>(p, [&]<class W>(const bucket_info& I) { entropy_decode_chunks<W>(p, I); });
 }
 
 // One warp per block (the decoder's tables fill a third of the shared memory a block may have statically),
@@ -425,14 +426,7 @@ inline constexpr int entropy_warp_threads = 32;
 template <class P>
 SPARSESYNC_KERNEL void __launch_bounds__(entropy_warp_threads) apply_entropy_warp_kernel(apply_params p) {
   __shared__ entropy_decode_smem s;
-  const bucket_info& I = *p.info;
-  if (I.status != 0 || static_cast<encoder_id>(I.enc) != encoder_id::entropy) return;
-  if (p.commit_phase && p.state->status != 0) return;
-  switch (size_of(static_cast<sparsesync::dtype>(I.dtype))) {
-    case 1: entropy_warp_decode_chunks<std::uint8_t>(p, I, s); break;
-    case 2: entropy_warp_decode_chunks<std::uint16_t>(p, I, s); break;
-    default: entropy_warp_decode_chunks<std::uint32_t>(p, I, s); break;
-  }
+  for_decode_bucket<encoder_id::entropy>(p, [&]<class W>(const bucket_info& I) { entropy_warp_decode_chunks<W>(p, I, s); });
 }
 
 // The split decoder's second step (entropy_decode_split.cuh), a thread per chunk: the header and gaps of the
@@ -458,14 +452,7 @@ SPARSESYNC_DEVICE void entropy_split_parse_chunks(const apply_params& p, const b
 
 template <class P>
 SPARSESYNC_KERNEL void __launch_bounds__(decode_threads) apply_entropy_parse_kernel(apply_params p) {
-  const bucket_info& I = *p.info;
-  if (I.status != 0 || static_cast<encoder_id>(I.enc) != encoder_id::entropy) return;
-  if (p.commit_phase && p.state->status != 0) return;
-  switch (size_of(static_cast<sparsesync::dtype>(I.dtype))) {
-    case 1: entropy_split_parse_chunks<std::uint8_t>(p, I); break;
-    case 2: entropy_split_parse_chunks<std::uint16_t>(p, I); break;
-    default: entropy_split_parse_chunks<std::uint32_t>(p, I); break;
-  }
+  for_decode_bucket<encoder_id::entropy>(p, [&]<class W>(const bucket_info& I) { entropy_split_parse_chunks<W>(p, I); });
 }
 
 // Its third step, a warp per chunk (one per block, as the warp decoder): the changes of the parsed chunks placed.
@@ -487,14 +474,7 @@ SPARSESYNC_DEVICE void entropy_split_place_chunks(const apply_params& p, const b
 template <class P>
 SPARSESYNC_KERNEL void __launch_bounds__(entropy_warp_threads) apply_entropy_place_kernel(apply_params p) {
   __shared__ entropy_place_smem s;
-  const bucket_info& I = *p.info;
-  if (I.status != 0 || static_cast<encoder_id>(I.enc) != encoder_id::entropy) return;
-  if (p.commit_phase && p.state->status != 0) return;
-  switch (size_of(static_cast<sparsesync::dtype>(I.dtype))) {
-    case 1: entropy_split_place_chunks<std::uint8_t>(p, I, s); break;
-    case 2: entropy_split_place_chunks<std::uint16_t>(p, I, s); break;
-    default: entropy_split_place_chunks<std::uint32_t>(p, I, s); break;
-  }
+  for_decode_bucket<encoder_id::entropy>(p, [&]<class W>(const bucket_info& I) { entropy_split_place_chunks<W>(p, I, s); });
 }
 
 // The values of the chunks the warp decoder left pending, a thread per chunk (entropy_warp_values).
@@ -539,28 +519,14 @@ SPARSESYNC_DEVICE void entropy_warp_check_chunks(const apply_params& p, const bu
 
 template <class P>
 SPARSESYNC_KERNEL void __launch_bounds__(decode_threads) apply_entropy_values_kernel(apply_params p) {
-  const bucket_info& I = *p.info;
-  if (I.status != 0 || static_cast<encoder_id>(I.enc) != encoder_id::entropy) return;
-  if (p.commit_phase && p.state->status != 0) return;
-  switch (size_of(static_cast<sparsesync::dtype>(I.dtype))) {
-    case 1: entropy_warp_values_chunks<std::uint8_t>(p, I); break;
-    case 2: entropy_warp_values_chunks<std::uint16_t>(p, I); break;
-    default: entropy_warp_values_chunks<std::uint32_t>(p, I); break;
-  }
+  for_decode_bucket<encoder_id::entropy>(p, [&]<class W>(const bucket_info& I) { entropy_warp_values_chunks<W>(p, I); });
 }
 
 template <class P>
 SPARSESYNC_KERNEL void __launch_bounds__(32 * entropy_check_warps, 8) apply_entropy_check_kernel(apply_params p) {
   __shared__ entropy_check_smem s[entropy_check_warps];
-  const bucket_info& I = *p.info;
-  if (I.status != 0 || static_cast<encoder_id>(I.enc) != encoder_id::entropy) return;
-  if (p.commit_phase && p.state->status != 0) return;
   entropy_check_smem& mine = s[threadIdx.x / 32];
-  switch (size_of(static_cast<sparsesync::dtype>(I.dtype))) {
-    case 1: entropy_warp_check_chunks<std::uint8_t>(p, I, mine); break;
-    case 2: entropy_warp_check_chunks<std::uint16_t>(p, I, mine); break;
-    default: entropy_warp_check_chunks<std::uint32_t>(p, I, mine); break;
-  }
+  for_decode_bucket<encoder_id::entropy>(p, [&]<class W>(const bucket_info& I) { entropy_warp_check_chunks<W>(p, I, mine); });
 }
 
 // Passes 2 and 3, a block per chunk over its staged changes, thread j on change j: consecutive threads touch
