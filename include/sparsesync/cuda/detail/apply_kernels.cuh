@@ -356,24 +356,16 @@ SPARSESYNC_DEVICE void rice_decode_chunks(const apply_params& p, const bucket_in
   }
 }
 
-// The bucket of a decode pass for the encoder `enc` (rice's and entropy's sequential passes): f.template
-// operator()<W>(I) with the bucket's word type, unless the bucket did not parse, holds another encoder, or (a
-// commit) the patch has already failed.
-template <encoder_id Enc, class F>
-SPARSESYNC_DEVICE void for_decode_bucket(const apply_params& p, F&& f) {
-  const bucket_info& I = *p.info;
-  if (I.status != 0 || static_cast<encoder_id>(I.enc) != Enc) return;
-  if (p.commit_phase && p.state->status != 0) return;
-  switch (size_of(static_cast<sparsesync::dtype>(I.dtype))) {
-    case 1: f.template operator()<std::uint8_t>(I); break;
-    case 2: f.template operator()<std::uint16_t>(I); break;
-    default: f.template operator()<std::uint32_t>(I); break;
-  }
-}
-
 template <class P>
 SPARSESYNC_KERNEL void __launch_bounds__(decode_threads) apply_rice_kernel(apply_params p) {
-  for_decode_bucket<encoder_id::rice>(p, [&]<class W>(const bucket_info& I) { rice_decode_chunks<W>(p, I); });
+  const bucket_info& I = *p.info;
+  if (I.status != 0 || static_cast<encoder_id>(I.enc) != encoder_id::rice) return;
+  if (p.commit_phase && p.state->status != 0) return;
+  switch (size_of(static_cast<sparsesync::dtype>(I.dtype))) {
+    case 1: rice_decode_chunks<std::uint8_t>(p, I); break;
+    case 2: rice_decode_chunks<std::uint16_t>(p, I); break;
+    default: rice_decode_chunks<std::uint32_t>(p, I); break;
+  }
 }
 
 // Pass 1b for entropy: decodes against the chunk's base, the receiver's weights as they are before this bucket's
@@ -398,27 +390,42 @@ SPARSESYNC_DEVICE void entropy_decode_chunks(const apply_params& p, const bucket
 
 template <class P>
 SPARSESYNC_KERNEL void __launch_bounds__(decode_threads) apply_entropy_kernel(apply_params p) {
-  for_decode_bucket<encoder_id::entropy>(p, [&]<class W>(const bucket_info& I) { entropy_decode_chunks<W>(p, I); });
+  const bucket_info& I = *p.info;
+  if (I.status != 0 || static_cast<encoder_id>(I.enc) != encoder_id::entropy) return;
+  if (p.commit_phase && p.state->status != 0) return;
+  switch (size_of(static_cast<sparsesync::dtype>(I.dtype))) {
+    case 1: entropy_decode_chunks<std::uint8_t>(p, I); break;
+    case 2: entropy_decode_chunks<std::uint16_t>(p, I); break;
+    default: entropy_decode_chunks<std::uint32_t>(p, I); break;
+  }
 }
 
-// One warp per block (the decoder's tables fill a third of the shared memory a block may have statically),
-// looping over the chunks.
+// The class-body chunks a warp decodes (entropy_warp_decodes), one warp per block (the decoders' tables fill a
+// third of the shared memory a block may have statically) looping over them: f(c, slot, first element, the chunk's
+// base as one aligned array or null) with the whole warp; the error it returns fails the bucket.
+template <class W, class F>
+SPARSESYNC_DEVICE void for_each_warp_chunk(const apply_params& p, const bucket_info& I, F&& f) {
+  const unsigned char* data0 = p.frame + I.data_off;
+  for (std::uint64_t c = blockIdx.x; c < I.C; c += gridDim.x) {
+    const chunk_slot k = read_chunk_slot(p, I, c);
+    if (!k.fits) continue;  // reported by pass 1a
+    if (!entropy_warp_decodes(k.n, k.bytes, k.bytes ? data0[k.off] : 0u, k.numel)) continue;  // apply_entropy_kernel's
+    const std::uint64_t first = c << I.log2_chunk;
+    const errc e = f(c, k, first, entropy_fast_base<W>(p.segs, I.S, first, k.numel));
+    if (e != errc::ok && lane_id() == 0) fail(&p.info->decode_status, e);
+    __syncwarp();  // (the next chunk reuses the warp's shared memory)
+  }
+}
+
 template <class W>
 SPARSESYNC_DEVICE void entropy_warp_decode_chunks(const apply_params& p, const bucket_info& I, entropy_decode_smem& s) {
   const auto mode = static_cast<value_mode>(I.mode);
   const unsigned char* data0 = p.frame + I.data_off;
   const unsigned char* frame_end = p.frame + p.frame_bytes;
-  for (std::uint64_t c = blockIdx.x; c < I.C; c += gridDim.x) {
-    const auto [n, bytes, numel_c, off, at, fits] = read_chunk_slot(p, I, c);
-    if (!fits) continue;  // reported by pass 1a
-    if (!entropy_warp_decodes(n, bytes, bytes ? data0[off] : 0u, numel_c)) continue;  // apply_entropy_kernel's
-    const std::uint64_t first = c << I.log2_chunk;
-    const W* fast = entropy_fast_base<W>(p.segs, I.S, first, numel_c);
-    const errc e = entropy_warp_decode_classes<W>(s, mode, data0 + off, bytes, numel_c, n, fast, p.segs, I.S, first, p.frame, frame_end,
-                                                  p.stage_pos + at, p.stage_val + at, p.entropy_state + c);
-    if (e != errc::ok && lane_id() == 0) fail(&p.info->decode_status, e);
-    __syncwarp();  // (the next chunk reuses s)
-  }
+  for_each_warp_chunk<W>(p, I, [&](std::uint64_t c, const chunk_slot& k, std::uint64_t first, const W* fast) {
+    return entropy_warp_decode_classes<W>(s, mode, data0 + k.off, k.bytes, k.numel, k.n, fast, p.segs, I.S, first, p.frame, frame_end,
+                                          p.stage_pos + k.at, p.stage_val + k.at, p.entropy_state + c);
+  });
 }
 
 inline constexpr int entropy_warp_threads = 32;
@@ -426,7 +433,14 @@ inline constexpr int entropy_warp_threads = 32;
 template <class P>
 SPARSESYNC_KERNEL void __launch_bounds__(entropy_warp_threads) apply_entropy_warp_kernel(apply_params p) {
   __shared__ entropy_decode_smem s;
-  for_decode_bucket<encoder_id::entropy>(p, [&]<class W>(const bucket_info& I) { entropy_warp_decode_chunks<W>(p, I, s); });
+  const bucket_info& I = *p.info;
+  if (I.status != 0 || static_cast<encoder_id>(I.enc) != encoder_id::entropy) return;
+  if (p.commit_phase && p.state->status != 0) return;
+  switch (size_of(static_cast<sparsesync::dtype>(I.dtype))) {
+    case 1: entropy_warp_decode_chunks<std::uint8_t>(p, I, s); break;
+    case 2: entropy_warp_decode_chunks<std::uint16_t>(p, I, s); break;
+    default: entropy_warp_decode_chunks<std::uint32_t>(p, I, s); break;
+  }
 }
 
 // The split decoder's second step (entropy_decode_split.cuh), a thread per chunk: the header and gaps of the
@@ -452,29 +466,36 @@ SPARSESYNC_DEVICE void entropy_split_parse_chunks(const apply_params& p, const b
 
 template <class P>
 SPARSESYNC_KERNEL void __launch_bounds__(decode_threads) apply_entropy_parse_kernel(apply_params p) {
-  for_decode_bucket<encoder_id::entropy>(p, [&]<class W>(const bucket_info& I) { entropy_split_parse_chunks<W>(p, I); });
+  const bucket_info& I = *p.info;
+  if (I.status != 0 || static_cast<encoder_id>(I.enc) != encoder_id::entropy) return;
+  if (p.commit_phase && p.state->status != 0) return;
+  switch (size_of(static_cast<sparsesync::dtype>(I.dtype))) {
+    case 1: entropy_split_parse_chunks<std::uint8_t>(p, I); break;
+    case 2: entropy_split_parse_chunks<std::uint16_t>(p, I); break;
+    default: entropy_split_parse_chunks<std::uint32_t>(p, I); break;
+  }
 }
 
 // Its third step, a warp per chunk (one per block, as the warp decoder): the changes of the parsed chunks placed.
 template <class W>
 SPARSESYNC_DEVICE void entropy_split_place_chunks(const apply_params& p, const bucket_info& I, entropy_place_smem& s) {
-  const unsigned char* data0 = p.frame + I.data_off;
-  for (std::uint64_t c = blockIdx.x; c < I.C; c += gridDim.x) {
-    const auto [n, bytes, numel_c, off, at, fits] = read_chunk_slot(p, I, c);
-    if (!fits || !entropy_warp_decodes(n, bytes, bytes ? data0[off] : 0u, numel_c)) continue;
-    if ((p.entropy_state[c] & entropy_split_parsed) == 0) continue;
-    const std::uint64_t first = c << I.log2_chunk;
-    const W* fast = entropy_fast_base<W>(p.segs, I.S, first, numel_c);
-    const errc e = entropy_split_place<W>(s, numel_c, n, fast, p.segs, I.S, first, p.stage_pos + at, p.stage_val + at, p.entropy_state + c);
-    if (e != errc::ok && lane_id() == 0) fail(&p.info->decode_status, e);
-    __syncwarp();  // (the next chunk reuses s)
-  }
+  for_each_warp_chunk<W>(p, I, [&](std::uint64_t c, const chunk_slot& k, std::uint64_t first, const W* fast) {
+    if ((p.entropy_state[c] & entropy_split_parsed) == 0) return errc::ok;
+    return entropy_split_place<W>(s, k.numel, k.n, fast, p.segs, I.S, first, p.stage_pos + k.at, p.stage_val + k.at, p.entropy_state + c);
+  });
 }
 
 template <class P>
 SPARSESYNC_KERNEL void __launch_bounds__(entropy_warp_threads) apply_entropy_place_kernel(apply_params p) {
   __shared__ entropy_place_smem s;
-  for_decode_bucket<encoder_id::entropy>(p, [&]<class W>(const bucket_info& I) { entropy_split_place_chunks<W>(p, I, s); });
+  const bucket_info& I = *p.info;
+  if (I.status != 0 || static_cast<encoder_id>(I.enc) != encoder_id::entropy) return;
+  if (p.commit_phase && p.state->status != 0) return;
+  switch (size_of(static_cast<sparsesync::dtype>(I.dtype))) {
+    case 1: entropy_split_place_chunks<std::uint8_t>(p, I, s); break;
+    case 2: entropy_split_place_chunks<std::uint16_t>(p, I, s); break;
+    default: entropy_split_place_chunks<std::uint32_t>(p, I, s); break;
+  }
 }
 
 // The values of the chunks the warp decoder left pending, a thread per chunk (entropy_warp_values).
@@ -519,14 +540,28 @@ SPARSESYNC_DEVICE void entropy_warp_check_chunks(const apply_params& p, const bu
 
 template <class P>
 SPARSESYNC_KERNEL void __launch_bounds__(decode_threads) apply_entropy_values_kernel(apply_params p) {
-  for_decode_bucket<encoder_id::entropy>(p, [&]<class W>(const bucket_info& I) { entropy_warp_values_chunks<W>(p, I); });
+  const bucket_info& I = *p.info;
+  if (I.status != 0 || static_cast<encoder_id>(I.enc) != encoder_id::entropy) return;
+  if (p.commit_phase && p.state->status != 0) return;
+  switch (size_of(static_cast<sparsesync::dtype>(I.dtype))) {
+    case 1: entropy_warp_values_chunks<std::uint8_t>(p, I); break;
+    case 2: entropy_warp_values_chunks<std::uint16_t>(p, I); break;
+    default: entropy_warp_values_chunks<std::uint32_t>(p, I); break;
+  }
 }
 
 template <class P>
 SPARSESYNC_KERNEL void __launch_bounds__(32 * entropy_check_warps, 8) apply_entropy_check_kernel(apply_params p) {
   __shared__ entropy_check_smem s[entropy_check_warps];
   entropy_check_smem& mine = s[threadIdx.x / 32];
-  for_decode_bucket<encoder_id::entropy>(p, [&]<class W>(const bucket_info& I) { entropy_warp_check_chunks<W>(p, I, mine); });
+  const bucket_info& I = *p.info;
+  if (I.status != 0 || static_cast<encoder_id>(I.enc) != encoder_id::entropy) return;
+  if (p.commit_phase && p.state->status != 0) return;
+  switch (size_of(static_cast<sparsesync::dtype>(I.dtype))) {
+    case 1: entropy_warp_check_chunks<std::uint8_t>(p, I, mine); break;
+    case 2: entropy_warp_check_chunks<std::uint16_t>(p, I, mine); break;
+    default: entropy_warp_check_chunks<std::uint32_t>(p, I, mine); break;
+  }
 }
 
 // Passes 2 and 3, a block per chunk over its staged changes, thread j on change j: consecutive threads touch
