@@ -401,17 +401,16 @@ SPARSESYNC_KERNEL void __launch_bounds__(decode_threads) apply_entropy_kernel(ap
 }
 
 // The class-body chunks a warp decodes (entropy_warp_decodes), one warp per block (the decoders' tables fill a
-// third of the shared memory a block may have statically) looping over them: f(c, slot, first element, the chunk's
-// base as one aligned array or null) with the whole warp; the error it returns fails the bucket.
-template <class W, class F>
+// third of the shared memory a block may have statically) looping over them: f(c, slot, first element) with the
+// whole warp; the error it returns fails the bucket.
+template <class F>
 SPARSESYNC_DEVICE void for_each_warp_chunk(const apply_params& p, const bucket_info& I, F&& f) {
   const unsigned char* data0 = p.frame + I.data_off;
   for (std::uint64_t c = blockIdx.x; c < I.C; c += gridDim.x) {
     const chunk_slot k = read_chunk_slot(p, I, c);
     if (!k.fits) continue;  // reported by pass 1a
     if (!entropy_warp_decodes(k.n, k.bytes, k.bytes ? data0[k.off] : 0u, k.numel)) continue;  // apply_entropy_kernel's
-    const std::uint64_t first = c << I.log2_chunk;
-    const errc e = f(c, k, first, entropy_fast_base<W>(p.segs, I.S, first, k.numel));
+    const errc e = f(c, k, c << I.log2_chunk);
     if (e != errc::ok && lane_id() == 0) fail(&p.info->decode_status, e);
     __syncwarp();  // (the next chunk reuses the warp's shared memory)
   }
@@ -422,7 +421,8 @@ SPARSESYNC_DEVICE void entropy_warp_decode_chunks(const apply_params& p, const b
   const auto mode = static_cast<value_mode>(I.mode);
   const unsigned char* data0 = p.frame + I.data_off;
   const unsigned char* frame_end = p.frame + p.frame_bytes;
-  for_each_warp_chunk<W>(p, I, [&](std::uint64_t c, const chunk_slot& k, std::uint64_t first, const W* fast) {
+  for_each_warp_chunk(p, I, [&](std::uint64_t c, const chunk_slot& k, std::uint64_t first) {
+    const W* fast = entropy_fast_base<W>(p.segs, I.S, first, k.numel);
     return entropy_warp_decode_classes<W>(s, mode, data0 + k.off, k.bytes, k.numel, k.n, fast, p.segs, I.S, first, p.frame, frame_end,
                                           p.stage_pos + k.at, p.stage_val + k.at, p.entropy_state + c);
   });
@@ -479,8 +479,9 @@ SPARSESYNC_KERNEL void __launch_bounds__(decode_threads) apply_entropy_parse_ker
 // Its third step, a warp per chunk (one per block, as the warp decoder): the changes of the parsed chunks placed.
 template <class W>
 SPARSESYNC_DEVICE void entropy_split_place_chunks(const apply_params& p, const bucket_info& I, entropy_place_smem& s) {
-  for_each_warp_chunk<W>(p, I, [&](std::uint64_t c, const chunk_slot& k, std::uint64_t first, const W* fast) {
-    if ((p.entropy_state[c] & entropy_split_parsed) == 0) return errc::ok;
+  for_each_warp_chunk(p, I, [&](std::uint64_t c, const chunk_slot& k, std::uint64_t first) {
+    if ((p.entropy_state[c] & entropy_split_parsed) == 0) return errc::ok;  // (before the base's segment search)
+    const W* fast = entropy_fast_base<W>(p.segs, I.S, first, k.numel);
     return entropy_split_place<W>(s, k.numel, k.n, fast, p.segs, I.S, first, p.stage_pos + k.at, p.stage_val + k.at, p.entropy_state + c);
   });
 }

@@ -93,12 +93,12 @@ SPARSESYNC_DEVICE errc entropy_split_place(entropy_place_smem& s, std::uint32_t 
   }
   for (unsigned g = lane; g <= G; g += 32) s.first[g] = plan[L.first + g];
   for (unsigned w = lane; w < (G + 1) / 2 * 32; w += 32) s.start[w] = plan[L.start + w];
-  // Each class's group: the last group whose first class is at most it (classes the base lacks are never looked up).
-  for (unsigned x = lane; x < K; x += 32) {
-    unsigned g = 0;
-    for (unsigned h = 1; h < G; ++h)
-      if (((plan[L.from + h / 2] >> (16 * (h & 1))) & 0xffffu) <= x) g = h;
-    s.of_class[x] = static_cast<std::uint8_t>(g);
+  // Each class's group: lane g fills its group's classes, [from[g], from[g + 1]) (the last group's run to the last
+  // class; classes below group 0's first are absent from the base and never looked up).
+  const auto from_of = [&](unsigned g) { return (plan[L.from + g / 2] >> (16 * (g & 1))) & 0xffffu; };
+  for (unsigned g = lane; g < G; g += 32) {
+    const unsigned x1 = g + 1 < G ? from_of(g + 1) : K;
+    for (unsigned x = from_of(g); x < x1; ++x) s.of_class[x] = static_cast<std::uint8_t>(g);
   }
   __syncwarp();  // (lane 0 sums the sizes the lanes stored)
   if (lane == 0) {
