@@ -104,6 +104,7 @@ struct args {
   std::string only_encoder;  // e.g. "varint/ulp" or "rice/ulp,entropy/ulp": only these encoders
   bool sweep = true;         // detect-policy sweep
   bool baselines = true;     // compare / cub rows
+  unsigned log2_chunk = 16;  // --log2-chunk: the encoders' chunk size (above 16, entropy's chunks are decoded by one lane)
   std::string trace;         // --trace FILE: a CUPTI timeline (kernel_trace.hpp), each timed run of encode/apply marked
 };
 
@@ -265,8 +266,9 @@ int main(int argc, char** argv) {
     else if (k == "--no-sweep") a.sweep = false;
     else if (k == "--no-baselines") a.baselines = false;
     else if (k == "--trace" && i + 1 < argc) a.trace = argv[++i];
+    else if (k == "--log2-chunk" && i + 1 < argc) a.log2_chunk = static_cast<unsigned>(std::atoi(argv[++i]));
     else {
-      std::fprintf(stderr, "usage: %s [--sizes 1e8,1e9] [--densities 0.01,0.1] [--reps 7] [--json out.jsonl] [--quick] [--enc rice/ulp,...] [--no-sweep] [--no-baselines] [--trace FILE]\n",
+      std::fprintf(stderr, "usage: %s [--sizes 1e8,1e9] [--densities 0.01,0.1] [--reps 7] [--json out.jsonl] [--quick] [--enc rice/ulp,...] [--no-sweep] [--no-baselines] [--trace FILE] [--log2-chunk 16]\n",
                    argv[0]);
       return 2;
     }
@@ -288,10 +290,10 @@ int main(int argc, char** argv) {
   char date[32];
   const std::time_t now = std::time(nullptr);
   std::strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", std::gmtime(&now));
-  std::printf("# sparsesync GPU bench on %s (%d SMs, %.1f GiB), %s\n", prop.name, prop.multiProcessorCount,
-              static_cast<double>(prop.totalGlobalMem) / (1ull << 30), date);
+  std::printf("# sparsesync GPU bench on %s (%d SMs, %.1f GiB), %s, chunks of 2^%u elements\n", prop.name, prop.multiProcessorCount,
+              static_cast<double>(prop.totalGlobalMem) / (1ull << 30), date, a.log2_chunk);
   emit(s("kind", "meta") + "," + s("date", date) + "," + f("sms", prop.multiProcessorCount) + "," +
-       f("mem_gib", static_cast<double>(prop.totalGlobalMem) / (1ull << 30)));
+       f("mem_gib", static_cast<double>(prop.totalGlobalMem) / (1ull << 30)) + "," + f("log2_chunk", a.log2_chunk));
 
   unsigned long long* d_count = nullptr;
   CK(cudaMalloc(&d_count, 8));
@@ -411,7 +413,7 @@ int main(int argc, char** argv) {
       for (const auto& e : encs) {
         const std::string name = std::string(encoder_name(e.enc)) + "/" + std::string(to_string(e.mode));
         if (!a.only_encoder.empty() && ("," + a.only_encoder + ",").find("," + name + ",") == std::string::npos) continue;
-        sc::encode_config cfg{e.enc, e.mode, 16};
+        sc::encode_config cfg{e.enc, e.mode, a.log2_chunk};
         cfg.max_changes = changed + changed / 8 + 65536;
         sc::encode_result r;
         {

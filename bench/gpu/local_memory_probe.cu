@@ -63,10 +63,10 @@ int main() try {
   probe("apply_rice_kernel", sd::apply_rice_kernel<P>, sd::decode_threads, p, start);
   probe("apply_entropy_values_kernel", sd::apply_entropy_values_kernel<P>, sd::decode_threads, p, start);
   probe("apply_entropy_place_kernel", sd::apply_entropy_place_kernel<P>, sd::entropy_warp_threads, p, start);
-  probe("apply_entropy_check_kernel", sd::apply_entropy_check_kernel<P>, 32 * sd::entropy_check_warps, p, start);
-  probe("apply_entropy_parse_kernel", sd::apply_entropy_parse_kernel<P>, sd::decode_threads, p, start);
-  probe("apply_entropy_kernel", sd::apply_entropy_kernel<P>, sd::decode_threads, p, start);
   probe("apply_entropy_warp_kernel", sd::apply_entropy_warp_kernel<P>, sd::entropy_warp_threads, p, start);
+  probe("apply_entropy_parse_kernel", sd::apply_entropy_parse_kernel<P>, sd::decode_threads, p, start);
+  probe("apply_entropy_alone_kernel", sd::apply_entropy_alone_kernel<P>, 1, p, start);
+  probe("apply_entropy_check_kernel", sd::apply_entropy_check_kernel<P>, 32 * sd::entropy_check_warps, p, start);
   CHECK(cudaFree(info));
   return 0;
 } catch (const std::exception& e) {

@@ -871,6 +871,73 @@ TEST_CASE("entropy on the GPU: class bodies and rice bodies, byte-identical, app
   CHECK(class_bodies_seen > 0);
 }
 
+TEST_CASE("entropy on the GPU: chunks longer than 2^16 elements (one thread decodes each), byte-identical, applied, mutations refused as the host does") {
+  // One tensor of two chunks at 2^17 (131072 and 68931 elements) or one at 2^20: the warp decoder's bitmap covers
+  // 2^16 elements, so one thread decodes these (apply_entropy_alone_kernel). The first chunk's exponents lie in a
+  // band and its changes follow them (a class body); the second's bit patterns and changes are uniform (every
+  // class: a rice body).
+  std::mt19937_64 rng(1717);
+  const std::uint64_t n = 200003;
+  model_layout layout({{"w", dtype::bf16, {n}}});
+  host_model base(layout), target(layout);
+  for (std::uint64_t i = 0; i < n; ++i) {
+    const std::uint32_t e = static_cast<std::uint32_t>(rng() % 6);
+    const std::uint32_t pattern = random_pattern(rng, 16);
+    const auto bits = static_cast<std::uint16_t>(i < 131072 ? (pattern & 0x807Fu) | ((118u + e) << 7) : pattern);
+    const bool change = i < 131072 ? rng() % 100 < (e < 2 ? 20u : 1u) : rng() % 100 < 3;
+    base.set<std::uint16_t>(0, i, bits);
+    target.set<std::uint16_t>(0, i, change ? static_cast<std::uint16_t>(bits ^ (1u + rng() % 3)) : bits);
+  }
+  const bucket_plan plan{dtype::bf16, {{0, 0, n}}};
+  std::size_t tags[2] = {0, 0};
+  for (auto mode : {value_mode::ulp, value_mode::absolute}) {
+    for (unsigned L : {17u, 20u}) {
+      const encode_case c{encoder_id::entropy, mode};
+      const auto want = host_frame(base, target, plan, 0, c.enc, c.mode, L);
+      device_model db(base), dt(target);
+      sc::encode_plan p(layout, plan, sc::encode_config{c.enc, c.mode, L});
+      p.encode(db.cptrs(), dt.cptrs());
+      const auto frame = download_frame(p);
+      expect_identical(want, frame, name_of(c, L));
+      const auto C = detail::load_le<std::uint32_t>(frame.data() + 32);
+      const std::size_t table = 80 + 24, data = table + 8ull * C;
+      std::vector<std::pair<std::size_t, std::size_t>> bodies;  // (offset, length) of every chunk's data
+      for (std::uint32_t k = 0, off = 0; k < C; ++k) {
+        const auto len = detail::load_le<std::uint32_t>(frame.data() + table + 8ull * k + 4);
+        if (len > 0 && frame[data + off] <= 1) ++tags[frame[data + off]];
+        if (len > 1) bodies.emplace_back(data + off, len);
+        off += len;
+      }
+      REQUIRE(!bodies.empty());
+      sc::apply_plan ap(layout);
+      device_model dm(base);
+      CHECK(gpu_apply_one(ap, dm, frame, frame.size()).ok());
+      host_model got(layout);
+      dm.download(got);
+      CHECK(got.bytes == target.bytes);
+      device_model dm2(base);
+      for (int m = 0; m < (quick() ? 6 : 24); ++m) {
+        std::vector<unsigned char> f = frame;
+        const auto [body, body_len] = bodies[rng() % bodies.size()];
+        const std::size_t at = m % 2 == 0 ? body + rng() % std::min<std::size_t>(16, body_len) : body + body_len - 1 - rng() % std::min<std::size_t>(8, body_len);
+        f[at] ^= static_cast<unsigned char>(1u << (rng() % 8));
+        fix_checksums(f);
+        const status host = host_verdict(base, f, false);
+        const status gpu = gpu_apply_one(ap, dm2, f, f.size());
+        INFO(name_of(c, L) << " mutation " << m << " at " << at << ": host '" << host.message() << "', gpu '" << gpu.message() << "'");
+        CHECK_EQ(host.ok(), gpu.ok());
+        host_model after(layout);
+        dm2.download(after);
+        if (!gpu.ok()) CHECK(after.bytes == base.bytes);
+        REQUIRE(cudaMemcpy(dm2.ptrs[0], base.bytes[0].data(), base.bytes[0].size(), cudaMemcpyHostToDevice) == cudaSuccess);
+      }
+    }
+  }
+  INFO(tags[0] << " rice bodies, " << tags[1] << " class bodies");
+  CHECK(tags[1] > 0);
+  CHECK(tags[0] > 0);
+}
+
 TEST_CASE("an encoder without a device twin (encoder_table's gpu column): GPU encode and GPU apply refuse it") {
   if (std::all_of(encoder_table.begin(), encoder_table.end(), [](const encoder_row& r) { return r.gpu; })) {
     MESSAGE("skipped: every encoder has its device twin");

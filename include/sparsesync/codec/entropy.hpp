@@ -69,9 +69,9 @@ void entropy_for_each_key(std::span<const W> base, F&& f) {
     for (std::size_t i = 0; i < q; i += per_word) {
       std::array<std::uint64_t, L> v;
       for (unsigned l = 0; l < L; ++l) std::memcpy(&v[l], b + l * q + i, 8);
-#pragma GCC unroll 8
+      SPARSESYNC_HOST_UNROLL(8)
       for (unsigned t = 0; t < per_word; ++t)
-#pragma GCC unroll 4
+        SPARSESYNC_HOST_UNROLL(4)
         for (unsigned l = 0; l < L; ++l)
           f(l, l * q + i + t, static_cast<unsigned>(v[l] >> (bits * t + entropy_params::class_shift<W>)) & (entropy_key_count<W> - 1));
     }

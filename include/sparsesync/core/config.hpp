@@ -13,6 +13,15 @@
 #define SPARSESYNC_HD inline
 #endif
 
+// A host loop unrolled n times where the compiler takes GCC's pragma (GCC and clang compiling host code); nvcc's
+// front end, which sees the host code of .cu files, warns on it ("unrecognized GCC pragma"), and MSVC would too.
+#if defined(__GNUC__) && !defined(__CUDACC__)
+#define SPARSESYNC_HOST_UNROLL_PRAGMA(x) _Pragma(#x)
+#define SPARSESYNC_HOST_UNROLL(n) SPARSESYNC_HOST_UNROLL_PRAGMA(GCC unroll n)
+#else
+#define SPARSESYNC_HOST_UNROLL(n)
+#endif
+
 // Kernels and device helpers live in a versioned inline namespace: two shared libraries built with
 // different sparsesync versions cannot silently pick up each other's weak kernel symbols.
 #define SPARSESYNC_NS_BEGIN namespace sparsesync { inline namespace v0_1 {

@@ -291,7 +291,7 @@ SPARSESYNC_DEVICE void warp_decode_chunks(const apply_params& p, const bucket_in
       if (lane == 0) fail(&p.info->decode_status, errc::malformed);
       continue;
     }
-    if (enc == encoder_id::rice || enc == encoder_id::entropy) continue;  // sequential: apply_rice_kernel, apply_entropy_kernel
+    if (enc == encoder_id::rice || enc == encoder_id::entropy) continue;  // sequential: apply_rice_kernel, apply_entropy_warp_kernel
     const errc e = warp_decode_chunk<W>(enc, mode, data, bytes, numel_c, n, p.stage_pos + at, p.stage_val + at);
     if (e != errc::ok && lane == 0) fail(&p.info->decode_status, e);
   }
@@ -368,51 +368,54 @@ SPARSESYNC_KERNEL void __launch_bounds__(decode_threads) apply_rice_kernel(apply
   }
 }
 
-// Pass 1b for entropy: decodes against the chunk's base, the receiver's weights as they are before this bucket's
-// commit (every decode pass runs before its commit pass; a re-decode after the commit is refused, see
-// process_pass::undo_ulp). Class bodies of chunks up to entropy_warp_max_numel a warp per chunk
-// (apply_entropy_warp_kernel); the rest, rice bodies mostly, a thread per chunk (apply_entropy_kernel).
-template <class W>
-SPARSESYNC_DEVICE void entropy_decode_chunks(const apply_params& p, const bucket_info& I) {
-  const auto mode = static_cast<value_mode>(I.mode);
-  const unsigned char* data0 = p.frame + I.data_off;
-  const unsigned char* frame_end = p.frame + p.frame_bytes;
-  const std::uint64_t stride = std::uint64_t{gridDim.x} * blockDim.x;
-  for (std::uint64_t c = std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x; c < I.C; c += stride) {
-    const auto [n, bytes, numel_c, off, at, fits] = read_chunk_slot(p, I, c);
-    if (!fits) continue;  // reported by pass 1a
-    if (entropy_warp_decodes(n, bytes, bytes ? data0[off] : 0u, numel_c)) continue;  // apply_entropy_warp_kernel's
-    const base_walker<W> base(p.segs, I.S, c << I.log2_chunk);
-    const errc e = entropy_decode_chunk<W>(mode, data0 + off, bytes, numel_c, n, base, p.frame, frame_end, p.stage_pos + at, p.stage_val + at);
-    if (e != errc::ok) fail(&p.info->decode_status, e);
-  }
-}
-
-template <class P>
-SPARSESYNC_KERNEL void __launch_bounds__(decode_threads) apply_entropy_kernel(apply_params p) {
-  const bucket_info& I = *p.info;
-  if (I.status != 0 || static_cast<encoder_id>(I.enc) != encoder_id::entropy) return;
-  if (p.commit_phase && p.state->status != 0) return;
-  switch (size_of(static_cast<sparsesync::dtype>(I.dtype))) {
-    case 1: entropy_decode_chunks<std::uint8_t>(p, I); break;
-    case 2: entropy_decode_chunks<std::uint16_t>(p, I); break;
-    default: entropy_decode_chunks<std::uint32_t>(p, I); break;
-  }
-}
-
-// The class-body chunks a warp decodes (entropy_warp_decodes), one warp per block (the decoders' tables fill a
-// third of the shared memory a block may have statically) looping over them: f(c, slot, first element) with the
-// whole warp; the error it returns fails the bucket.
+// The chunks of an entropy bucket, one warp per block (the decoders' tables fill a third of the shared memory a
+// block may have statically) looping over them: f(c, slot, first element, whether the warp shares it out
+// (entropy_warp_decodes)) with the whole warp; the error it returns fails the bucket.
 template <class F>
 SPARSESYNC_DEVICE void for_each_warp_chunk(const apply_params& p, const bucket_info& I, F&& f) {
   const unsigned char* data0 = p.frame + I.data_off;
   for (std::uint64_t c = blockIdx.x; c < I.C; c += gridDim.x) {
     const chunk_slot k = read_chunk_slot(p, I, c);
     if (!k.fits) continue;  // reported by pass 1a
-    if (!entropy_warp_decodes(k.n, k.bytes, k.bytes ? data0[k.off] : 0u, k.numel)) continue;  // apply_entropy_kernel's
-    const errc e = f(c, k, c << I.log2_chunk);
+    const errc e = f(c, k, c << I.log2_chunk, entropy_warp_decodes(k.n, k.bytes, k.bytes ? data0[k.off] : 0u, k.numel));
     if (e != errc::ok && lane_id() == 0) fail(&p.info->decode_status, e);
     __syncwarp();  // (the next chunk reuses the warp's shared memory)
+  }
+}
+
+// Pass 1b for the entropy chunks no warp shares out (entropy_warp_decodes: rice bodies, chunks over
+// entropy_warp_max_numel, and the trivial or malformed ones), decoded by one thread each (entropy_decode_chunk)
+// before the bucket's commit pass writes anything. A block is that one thread, its tables in the block's shared
+// memory: as locals they took 10800 bytes of stack a thread, which the driver reserves for every thread the GPU
+// can hold (2642 MB of an H100 for the context's life, bench/gpu/local_memory_probe). Each block takes a warp's
+// registers: 24 an SM at 80 a thread (32 would bound it to 64, spilling 120 bytes onto the stack, ptxas -v).
+inline constexpr int entropy_alone_blocks_per_sm = 24;
+
+template <class W>
+SPARSESYNC_DEVICE void entropy_alone_chunks(const apply_params& p, const bucket_info& I, entropy_chunk_tables& t) {
+  const auto mode = static_cast<value_mode>(I.mode);
+  const unsigned char* data0 = p.frame + I.data_off;
+  const unsigned char* frame_end = p.frame + p.frame_bytes;
+  for (std::uint64_t c = blockIdx.x; c < I.C; c += gridDim.x) {
+    const auto [n, bytes, numel_c, off, at, fits] = read_chunk_slot(p, I, c);
+    if (!fits) continue;  // reported by pass 1a
+    if (entropy_warp_decodes(n, bytes, bytes ? data0[off] : 0u, numel_c)) continue;  // apply_entropy_warp_kernel's
+    const base_walker<W> base(p.segs, I.S, c << I.log2_chunk);
+    const errc e = entropy_decode_chunk<W>(mode, data0 + off, bytes, numel_c, n, base, p.frame, frame_end, p.stage_pos + at, p.stage_val + at, t);
+    if (e != errc::ok) fail(&p.info->decode_status, e);
+  }
+}
+
+template <class P>
+SPARSESYNC_KERNEL void __launch_bounds__(1, entropy_alone_blocks_per_sm) apply_entropy_alone_kernel(apply_params p) {
+  __shared__ entropy_chunk_tables t;
+  const bucket_info& I = *p.info;
+  if (I.status != 0 || static_cast<encoder_id>(I.enc) != encoder_id::entropy) return;
+  if (p.commit_phase && p.state->status != 0) return;
+  switch (size_of(static_cast<sparsesync::dtype>(I.dtype))) {
+    case 1: entropy_alone_chunks<std::uint8_t>(p, I, t); break;
+    case 2: entropy_alone_chunks<std::uint16_t>(p, I, t); break;
+    default: entropy_alone_chunks<std::uint32_t>(p, I, t); break;
   }
 }
 
@@ -421,10 +424,15 @@ SPARSESYNC_DEVICE void entropy_warp_decode_chunks(const apply_params& p, const b
   const auto mode = static_cast<value_mode>(I.mode);
   const unsigned char* data0 = p.frame + I.data_off;
   const unsigned char* frame_end = p.frame + p.frame_bytes;
-  for_each_warp_chunk(p, I, [&](std::uint64_t c, const chunk_slot& k, std::uint64_t first) {
+  for_each_warp_chunk(p, I, [&](std::uint64_t c, const chunk_slot& k, std::uint64_t first, bool shared) {
+    if (!shared) return errc::ok;  // apply_entropy_alone_kernel's
+    bool alone = false;
     const W* fast = entropy_fast_base<W>(p.segs, I.S, first, k.numel);
-    return entropy_warp_decode_classes<W>(s, mode, data0 + k.off, k.bytes, k.numel, k.n, fast, p.segs, I.S, first, p.frame, frame_end,
-                                          p.stage_pos + k.at, p.stage_val + k.at, p.entropy_state + c);
+    const errc e = entropy_warp_decode_classes<W>(s, mode, data0 + k.off, k.bytes, k.numel, k.n, fast, p.segs, I.S, first, p.frame, frame_end,
+                                                  p.stage_pos + k.at, p.stage_val + k.at, p.entropy_state + c, alone);
+    if (e != errc::ok || !alone) return e;
+    return entropy_lane0_decode<W>(s, mode, data0 + k.off, k.bytes, k.numel, k.n, p.segs, I.S, first, p.frame, frame_end, p.stage_pos + k.at,
+                                   p.stage_val + k.at);
   });
 }
 
@@ -479,8 +487,8 @@ SPARSESYNC_KERNEL void __launch_bounds__(decode_threads) apply_entropy_parse_ker
 // Its third step, a warp per chunk (one per block, as the warp decoder): the changes of the parsed chunks placed.
 template <class W>
 SPARSESYNC_DEVICE void entropy_split_place_chunks(const apply_params& p, const bucket_info& I, entropy_place_smem& s) {
-  for_each_warp_chunk(p, I, [&](std::uint64_t c, const chunk_slot& k, std::uint64_t first) {
-    if ((p.entropy_state[c] & entropy_split_parsed) == 0) return errc::ok;  // (before the base's segment search)
+  for_each_warp_chunk(p, I, [&](std::uint64_t c, const chunk_slot& k, std::uint64_t first, bool shared) {
+    if (!shared || (p.entropy_state[c] & entropy_split_parsed) == 0) return errc::ok;  // (before the base's segment search)
     const W* fast = entropy_fast_base<W>(p.segs, I.S, first, k.numel);
     return entropy_split_place<W>(s, k.numel, k.n, fast, p.segs, I.S, first, p.stage_pos + k.at, p.stage_val + k.at, p.entropy_state + c);
   });

@@ -6,10 +6,10 @@
 // passes run before the commit pass; a rollback cannot re-decode an entropy bucket, whose classes the commit
 // changed, so such buckets keep their verify staging: plan.cuh).
 //
-// Per chunk the decoding thread keeps ~3 KB of per-group tables in local memory, so these functions live in
-// their own kernel (apply_kernels.cuh) and do not weigh on rice's. Each change's (group, rank) is kept beside
-// it in scratch (the apply's staging slot, 8 + 24 bits), and each group's parameters are checked by a pass
-// over the chunk's changes: O(groups x changes) per chunk.
+// Per chunk the decoding thread keeps ~4.9 KB of per-group tables (entropy_chunk_tables) where its caller gives
+// them room, in shared memory (apply_kernels.cuh: apply_entropy_alone_kernel, and lane 0 of the warp decoder),
+// never on its stack. Each change's (group, rank) is kept beside it in scratch (the apply's staging slot, 8 + 24
+// bits), and each group's parameters are checked by a pass over the chunk's changes: O(groups x changes) per chunk.
 #pragma once
 
 #include <sparsesync/codec/entropy_params.hpp>
@@ -131,10 +131,10 @@ SPARSESYNC_DEVICE void entropy_make_groups(entropy_dev_groups& g, base_walker<W>
 }
 
 // For each change (`changes.for_each(f(pos, slot))`, positions increasing and below the chunk's length):
-// out(slot, group << 24 | rank), its rank among its group's elements.
+// out(slot, group << 24 | rank), its rank among its group's elements; seen[] counts each group's elements.
 template <class W, class Changes, class Out>
-SPARSESYNC_DEVICE void entropy_rank_changes(const entropy_dev_groups& g, base_walker<W> base, const Changes& changes, Out&& out) {
-  std::uint32_t seen[256];
+SPARSESYNC_DEVICE void entropy_rank_changes(const entropy_dev_groups& g, base_walker<W> base, const Changes& changes, std::uint32_t* seen,
+                                            Out&& out) {
   for (unsigned i = 0; i < g.count; ++i) seen[i] = 0;
   std::uint32_t i = 0;
   changes.for_each([&](std::uint32_t pos, std::uint64_t slot) {
@@ -221,6 +221,17 @@ SPARSESYNC_DEVICE void entropy_fit(const entropy_dev_groups& g, value_mode mode,
 
 SPARSESYNC_DEVICE std::uint64_t entropy_class_bytes(std::uint64_t bits) { return 1 + (bits + 7) / 8; }
 
+// The tables of a chunk that one thread decodes (entropy_decode_chunk: up to 256 groups, ~4.9 KB). The caller
+// gives them room (the warp decoder's shared memory), never the thread's stack: the driver reserves a kernel's
+// stack frame for every thread the GPU can hold, for as long as the context lives (10800 bytes a thread held
+// 2642 MB of an H100 while these tables were locals: bench/results/gpu-test-runs/s17/callJ).
+struct entropy_chunk_tables {
+  entropy_dev_groups g;
+  entropy_dev_fit f;         // the parameters and change counts of each group, read or fitted
+  std::uint32_t first[257];  // each group's first change in group order
+  std::uint32_t seen[256];   // each group's elements walked so far (ranks; the decoder's next change per group)
+};
+
 // ---- encode: entropy_plan.cuh (a warp per chunk) ----
 
 // ---- decode ----
@@ -273,7 +284,7 @@ SPARSESYNC_DEVICE std::uint64_t entropy_rice_bytes(value_mode mode, std::uint32_
 template <class W>
 SPARSESYNC_DEVICE errc entropy_decode_fallback(value_mode mode, const unsigned char* data, std::uint32_t len, std::uint32_t numel,
                                                std::uint32_t n, const base_walker<W>& base, const unsigned char* lo,
-                                               const unsigned char* hi, std::uint32_t* spos, std::uint32_t* sval) {
+                                               const unsigned char* hi, std::uint32_t* spos, std::uint32_t* sval, entropy_chunk_tables& t) {
   chunk_decoder<W> dec(encoder_id::rice, mode, data + 1, len - 1, numel, n, lo, hi);
   errc e = dec.init();
   for (std::uint32_t j = 0; j < n && e == errc::ok; ++j) {
@@ -286,14 +297,13 @@ SPARSESYNC_DEVICE errc entropy_decode_fallback(value_mode mode, const unsigned c
   if (e == errc::ok) e = dec.finish();
   if (e != errc::ok) return e;
   if (const errc pe = check_rice_parameters<W>(mode, numel, data + 1, staged_changes<W>{spos, sval, n}); pe != errc::ok) return pe;
-  entropy_dev_groups g;
+  entropy_dev_groups& g = t.g;
   entropy_make_groups<W>(g, base, numel);
   // Ranks replace the positions while the class body is priced, then the positions are found again.
-  entropy_rank_changes<W>(g, base, entropy_staged_slots{spos, n}, [&](std::uint64_t slot, std::uint32_t a) { spos[slot] = a; });
-  entropy_dev_fit f;
-  entropy_fit<W>(g, mode, n, entropy_staged_ranked<W>{spos, sval, n}, f);
-  const bool smaller = entropy_class_bytes(f.bits) < len;
-  std::uint32_t seen[256];
+  std::uint32_t* const seen = t.seen;
+  entropy_rank_changes<W>(g, base, entropy_staged_slots{spos, n}, seen, [&](std::uint64_t slot, std::uint32_t a) { spos[slot] = a; });
+  entropy_fit<W>(g, mode, n, entropy_staged_ranked<W>{spos, sval, n}, t.f);
+  const bool smaller = entropy_class_bytes(t.f.bits) < len;
   for (unsigned i = 0; i < g.count; ++i) seen[i] = 0;
   base_walker<W> b = base;
   std::uint32_t j = 0;
@@ -361,22 +371,24 @@ SPARSESYNC_DEVICE errc entropy_check_values(value_mode mode, std::uint32_t len, 
 
 // Decodes a chunk's entropy data into spos[0, n) (chunk-relative positions) and sval[0, n) (coded values)
 // with the host decoder's checks. `base` starts at the chunk's first element; [lo, hi) bounds the allocation
-// holding the data (the frame).
+// holding the data (the frame); t is the thread's.
 template <class W>
 SPARSESYNC_DEVICE errc entropy_decode_chunk(value_mode mode, const unsigned char* data, std::uint32_t len, std::uint32_t numel,
                                             std::uint32_t n, const base_walker<W>& base, const unsigned char* lo,
-                                            const unsigned char* hi, std::uint32_t* spos, std::uint32_t* sval) {
+                                            const unsigned char* hi, std::uint32_t* spos, std::uint32_t* sval, entropy_chunk_tables& t) {
   constexpr unsigned wbits = 8 * sizeof(W);
   if (n == 0) return len == 0 ? errc::ok : errc::malformed;
   if (len == 0) return errc::truncated;
-  if (data[0] == entropy_params::tag_rice) return entropy_decode_fallback<W>(mode, data, len, numel, n, base, lo, hi, spos, sval);
+  if (data[0] == entropy_params::tag_rice) return entropy_decode_fallback<W>(mode, data, len, numel, n, base, lo, hi, spos, sval, t);
   if (data[0] != entropy_params::tag_classes) return errc::malformed;
   const bool ulp = mode == value_mode::ulp;
-  entropy_dev_groups g;
+  entropy_dev_groups& g = t.g;
   entropy_make_groups<W>(g, base, numel);
   const unsigned groups = g.count;
-  std::uint32_t changes[256], first[257];
-  std::uint8_t k_gap[256], k_val[256];
+  std::uint32_t* const changes = t.f.changes;
+  std::uint32_t* const first = t.first;
+  std::uint8_t* const k_gap = t.f.k_gap;
+  std::uint8_t* const k_val = t.f.k_val;
   bit_reader r(data + 1, data + len, lo, hi);
   std::uint32_t remaining = n;
   for (unsigned gi = 0; gi < groups; ++gi) {
@@ -433,9 +445,11 @@ SPARSESYNC_DEVICE errc entropy_decode_chunk(value_mode mode, const unsigned char
     if (entropy_best(gc, entropy_params::max_gap_k_of(size), cost) != k_gap[gi]) fitted = false;
   }
   // Positions: walk the chunk, counting each group's elements, until every change is placed; the group of
-  // each change rides in the top bits of its staged position until the values are read.
+  // each change rides in the top bits of its staged position until the values are read. (The group sizes are
+  // read no more: their table counts down each group's elements before its next change.)
   {
-    std::uint32_t skip[256], cursor[256];
+    std::uint32_t* const skip = g.size;
+    std::uint32_t* const cursor = t.seen;
     constexpr std::uint32_t none = ~std::uint32_t{0};
     for (unsigned gi = 0; gi < groups; ++gi) {
       cursor[gi] = first[gi];

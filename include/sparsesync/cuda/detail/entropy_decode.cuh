@@ -1,6 +1,7 @@
 // The entropy decoder's class bodies (tag 1) a warp per chunk, with the host decoder's checks (codec/entropy.hpp
-// decode_classes, the specification). The thread-per-chunk decoder (entropy_codec.cuh) keeps the rice bodies
-// (tag 0) and chunks longer than entropy_warp_max_numel: apply_entropy_kernel takes what this one leaves.
+// decode_classes, the specification). The one-thread decoder (entropy_codec.cuh's entropy_decode_chunk) keeps the
+// rice bodies (tag 0), chunks longer than entropy_warp_max_numel and chunks with too many groups: lane 0 decodes
+// them alone (entropy_lane0_decode), its tables in the warp's shared memory.
 //
 // The bitstream stays sequential (lane 0 reads the header and the gaps; the values are read afterwards by a
 // thread per chunk, entropy_warp_values), but everything that touched the base per element is spread over the
@@ -50,7 +51,10 @@ struct entropy_decode_smem {
   static constexpr unsigned K = 256;  // the most classes of any width
   static constexpr unsigned G = 64;   // the most groups
   static constexpr unsigned words = K * 16;
-  alignas(16) std::uint32_t ctr[words];  // lane-private 16-bit counters, two a word, lane L's in bank L (entropy_ctr)
+  union {
+    alignas(16) std::uint32_t ctr[words];  // lane-private 16-bit counters, two a word, lane L's in bank L (entropy_ctr)
+    entropy_chunk_tables alone;            // or the tables of a chunk lane 0 decodes alone (entropy_lane0_decode)
+  };
   std::uint32_t size[G];       // group sizes (the class totals go straight to entropy_group_builder)
   std::uint32_t gbase[G + 1];  // first bit of each group
   std::uint32_t first[G + 1];  // each group's first change in group order
@@ -72,6 +76,23 @@ struct entropy_decode_tables {
 };
 static_assert(2 * ((entropy_decode_smem::G + 1) / 2 * 32) + entropy_warp_max_numel / 32 <= entropy_decode_smem::words,
               "sparsesync: the rank bitmap shares the class counters' region");
+static_assert(sizeof(entropy_chunk_tables) <= sizeof(std::uint32_t) * entropy_decode_smem::words,
+              "sparsesync: a chunk lane 0 decodes alone keeps its tables in the class counters' region");
+
+// A chunk the warp does not share out (too many groups, a rice body, longer than entropy_warp_max_numel, no
+// changes or malformed: entropy_decode_chunk judges), decoded by lane 0 with its tables in the warp's region, the
+// whole warp calling; returns the verdict to every lane. The base from bucket element `first` of the segments.
+template <class W>
+SPARSESYNC_DEVICE errc entropy_lane0_decode(entropy_decode_smem& s, value_mode mode, const unsigned char* data, std::uint32_t len,
+                                            std::uint32_t numel, std::uint32_t n, const resolved_segment* segs,
+                                            std::uint32_t segment_count, std::uint64_t first, const unsigned char* lo,
+                                            const unsigned char* hi, std::uint32_t* spos, std::uint32_t* sval) {
+  if (lane_id() == 0)
+    s.err = static_cast<int>(
+        entropy_decode_chunk<W>(mode, data, len, numel, n, base_walker<W>(segs, segment_count, first), lo, hi, spos, sval, s.alone));
+  __syncwarp();
+  return static_cast<errc>(s.err);
+}
 
 // The chunk's data bytes [data, data + len) copied, the whole warp calling, into `room` bytes of shared memory at
 // buf (16-byte aligned) as the 16-byte blocks that hold them, so that lane 0 reads its bitstream there, with
@@ -165,6 +186,12 @@ struct entropy_split_layout {
     words = start + (G + 1) / 2 * 32;
   }
 };
+// A group's parameter byte in a plan's k words (k_gap of group g at byte 2g, k_val at 2g + 1: little-endian
+// halves), which the parse thread writes where they stay, not into tables of its own on its stack.
+struct entropy_plan_k {
+  std::uint8_t* bytes;
+  SPARSESYNC_DEVICE std::uint8_t& operator[](unsigned g) const { return bytes[2 * g]; }
+};
 // Whether a chunk of G groups and n changes goes the split way: its plan must fit its n staged positions.
 SPARSESYNC_HD constexpr bool entropy_split_fits(unsigned G, std::uint32_t n) {
   return G <= entropy_split_groups && entropy_split_layout(G).words <= n;
@@ -199,14 +226,16 @@ struct entropy_bitmap_sink {
 // The header and the gaps of a class body of `count` groups (sizes size[g]), read as entropy_decode_chunk does
 // with its checks: first[0, count] and the parameters k_gap, k_val of each group, each change's rank in its group
 // to the sink (whole(g, first change, size) for a wholly changed group, else put(change, g, rank, gap) in group
-// order). Returns the first error.
-template <class W, class Reader, class Sink>
-SPARSESYNC_DEVICE errc entropy_read_header_gaps(unsigned count, const std::uint32_t* size, std::uint32_t* first, std::uint8_t* k_gap,
-                                                std::uint8_t* k_val, value_mode mode, Reader& r, std::uint32_t len, std::uint32_t n, Sink& sink) {
+// order). Returns the first error. KTable: std::uint8_t* or entropy_plan_k.
+template <class W, class Reader, class Sink, class KTable>
+SPARSESYNC_DEVICE errc entropy_read_header_gaps(unsigned count, const std::uint32_t* size, std::uint32_t* first, KTable k_gap, KTable k_val,
+                                                value_mode mode, Reader& r, std::uint32_t len, std::uint32_t n, Sink& sink) {
   constexpr unsigned wbits = 8 * sizeof(W);
   // Header: per group its change count, gap and value parameters.
   const bool ulp = mode == value_mode::ulp;
-  std::uint32_t remaining = n;
+  // (The tables may be global memory that the sink's stores could alias: each value is read once into a local.)
+  std::uint32_t remaining = n, at = 0;
+  std::uint64_t least = 0;
   first[0] = 0;
   for (unsigned g = 0; g < count; ++g) {
     const std::uint32_t sz = size[g];
@@ -217,31 +246,32 @@ SPARSESYNC_DEVICE errc entropy_read_header_gaps(unsigned count, const std::uint3
     } else if (c > sz) {
       return errc::malformed;
     }
-    first[g + 1] = first[g] + c;
+    at += c;
+    first[g + 1] = at;
     remaining -= c;
-    k_gap[g] = k_val[g] = 0;
+    if (c < sz) least += c;
+    unsigned kg = 0, kv = 0;
     if (c > 0 && c < sz) {
-      k_gap[g] = static_cast<std::uint8_t>(r.get(entropy_params::gap_k_bits(sz)));
-      if (k_gap[g] > entropy_params::max_gap_k_of(sz)) return errc::malformed;
+      kg = r.get(entropy_params::gap_k_bits(sz));
+      if (kg > entropy_params::max_gap_k_of(sz)) return errc::malformed;
     }
-    if (c > 0 && ulp) k_val[g] = static_cast<std::uint8_t>(r.get_unary(wbits - 1));
+    if (c > 0 && ulp) kv = r.get_unary(wbits - 1);
+    k_gap[g] = static_cast<std::uint8_t>(kg);
+    k_val[g] = static_cast<std::uint8_t>(kv);
   }
   if (r.failed()) return errc::truncated;
-  std::uint64_t least = 0;
-  for (unsigned g = 0; g < count; ++g)
-    if (first[g + 1] - first[g] < size[g]) least += first[g + 1] - first[g];
   if (least > 8 * std::uint64_t{len}) return errc::truncated;
   // Gaps, group by group.
   for (unsigned g = 0; g < count; ++g) {
-    const std::uint32_t sz = size[g], c = first[g + 1] - first[g];
-    if (c == sz) {
-      sink.whole(g, first[g], sz);
+    const std::uint32_t sz = size[g], i0 = first[g], i1 = first[g + 1];
+    if (i1 - i0 == sz) {
+      sink.whole(g, i0, sz);
       continue;
     }
     const unsigned raw = entropy_params::gap_raw_bits(sz), k = k_gap[g];
     sink.begin();
     std::uint64_t next = 0;
-    for (std::uint32_t i = first[g]; i < first[g + 1]; ++i) {
+    for (std::uint32_t i = i0; i < i1; ++i) {
       std::uint64_t gap = 0;
       if (const errc e = entropy_rice_get(r, k, raw, gap); e != errc::ok) return e;
       next += gap;
@@ -359,12 +389,15 @@ SPARSESYNC_DEVICE errc entropy_warp_place(unsigned G, std::uint32_t n, const std
 // makes the checks of entropy_decode_chunk that need them; the three return its verdict. The bitstream is
 // sequential: its values are read by a thread per chunk, where a warp reads 32 chunks' at once, not by one lane
 // of a warp that waits. The base: `fast` (the chunk's elements, 16-byte aligned) or, when null, the segments
-// from bucket element `first`.
+// from bucket element `first`. With too many groups it sets `alone` (every lane) and leaves the chunk to
+// entropy_lane0_decode, whose tables may take the class counters' region: one call site in the kernel, so that
+// the one-thread decoder is inlined, not called (a call's frame took 560 bytes of stack a thread, ptxas -v).
 template <class W>
 SPARSESYNC_DEVICE errc entropy_warp_decode_classes(entropy_decode_smem& s, value_mode mode, const unsigned char* data, std::uint32_t len,
                                                    std::uint32_t numel, std::uint32_t n, const W* fast, const resolved_segment* segs,
                                                    std::uint32_t segment_count, std::uint64_t first, const unsigned char* lo,
-                                                   const unsigned char* hi, std::uint32_t* spos, std::uint32_t* sval, std::uint32_t* state) {
+                                                   const unsigned char* hi, std::uint32_t* spos, std::uint32_t* sval, std::uint32_t* state,
+                                                   bool& alone) {
   constexpr unsigned K = entropy_params::class_count<W>;
   const unsigned lane = lane_id();
   std::uint32_t a = 0, b = 0;
@@ -395,12 +428,8 @@ SPARSESYNC_DEVICE errc entropy_warp_decode_classes(entropy_decode_smem& s, value
   }
   __syncwarp();
   const unsigned G = s.count;
-  if (G > entropy_decode_smem::G) {
-    if (lane == 0)
-      s.err = static_cast<int>(entropy_decode_chunk<W>(mode, data, len, numel, n, base_walker<W>(segs, segment_count, first), lo, hi, spos, sval));
-    __syncwarp();
-    return static_cast<errc>(s.err);
-  }
+  alone = G > entropy_decode_smem::G;
+  if (alone) return errc::ok;
   // 3. Per lane and group: its elements (the sum of the group's classes, in place: group g <= its classes), then
   // its first bit after a scan over lanes; the class counters are all read before either is stored past the first.
   const entropy_decode_tables at_(G, numel);

@@ -29,29 +29,23 @@ struct entropy_rank_sink {
 };
 
 // Step 2, one thread: the header and the gaps of a counted chunk (state entropy_split_counted), with the warp
-// decoder's checks; the ranks into rank[0, n), first[] and the parameters into the plan; state gets the values'
-// first bit. Returns the first error.
+// decoder's checks; the ranks into rank[0, n), first[] and the parameters into the plan, read and written there
+// (tables of its own took 336 bytes of stack a thread, which the driver reserves for every thread the GPU can
+// hold); state gets the values' first bit. Returns the first error.
 template <class W>
 SPARSESYNC_DEVICE errc entropy_split_parse(value_mode mode, const unsigned char* data, std::uint32_t len, std::uint32_t n, const unsigned char* lo,
                                            const unsigned char* hi, std::uint32_t* plan, std::uint32_t* rank, std::uint32_t& state) {
-  constexpr unsigned GM = entropy_split_groups;
   const unsigned G = plan[0];
-  if (G == 0 || G > GM) return errc::malformed;  // (never: the warp decoder wrote it)
+  if (G == 0 || G > entropy_split_groups) return errc::malformed;  // (never: the warp decoder wrote it)
   const entropy_split_layout L(G);
-  std::uint32_t size[GM], first[GM + 1];
-  std::uint8_t k_gap[GM], k_val[GM];
-  for (unsigned g = 0; g < G; ++g) size[g] = plan[L.size + g];
+  auto* const k = reinterpret_cast<std::uint8_t*>(plan + L.k);
   bit_reader r(data + 1, data + len, lo, hi);
   entropy_rank_sink sink{rank};
-  if (const errc e = entropy_read_header_gaps<W>(G, size, first, k_gap, k_val, mode, r, len, n, sink); e != errc::ok) return e;
+  if (const errc e = entropy_read_header_gaps<W>(G, plan + L.size, plan + L.first, entropy_plan_k{k}, entropy_plan_k{k + 1}, mode, r, len, n, sink);
+      e != errc::ok)
+    return e;
   const std::uint64_t values_bit = r.position_bits();
   if (values_bit > entropy_values_bit_mask) return errc::malformed;  // (never: a chunk's gaps take far fewer bits)
-  for (unsigned g = 0; g <= G; ++g) plan[L.first + g] = first[g];
-  for (unsigned g = 0; g < G; g += 2) {
-    const std::uint32_t lo16 = k_gap[g] | (std::uint32_t{k_val[g]} << 8);
-    const std::uint32_t hi16 = g + 1 < G ? k_gap[g + 1] | (std::uint32_t{k_val[g + 1]} << 8) : 0u;
-    plan[L.k + g / 2] = lo16 | (hi16 << 16);
-  }
   state = entropy_split_parsed | static_cast<std::uint32_t>(values_bit);
   return errc::ok;
 }
