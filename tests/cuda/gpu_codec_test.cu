@@ -871,24 +871,26 @@ TEST_CASE("entropy on the GPU: class bodies and rice bodies, byte-identical, app
   CHECK(class_bodies_seen > 0);
 }
 
-TEST_CASE("entropy on the GPU: chunks longer than 2^16 elements (one thread decodes each), byte-identical, applied, mutations refused as the host does") {
-  // One tensor of two chunks at 2^17 (131072 and 68931 elements) or one at 2^20: the warp decoder's bitmap covers
-  // 2^16 elements, so one thread decodes these (apply_entropy_alone_kernel). The first chunk's exponents lie in a
-  // band and its changes follow them (a class body); the second's bit patterns and changes are uniform (every
-  // class: a rice body).
+TEST_CASE("entropy on the GPU: chunks longer than 2^16 elements, in one tensor and across two, byte-identical, applied, mutations refused as the host does") {
+  // Two chunks at 2^17 (131072 and 71932 elements) or one at 2^20: the warp decoder's bitmap covers 2^16 elements,
+  // so apply_entropy_alone_kernel decodes these. The first chunk lies in one tensor, its exponents in a band and
+  // its changes following them (a class body, placed by the whole warp); the second runs across two tensors (lane
+  // 0 walks it), its bit patterns and changes uniform (every class: a rice body, decoded by lane 0 too).
   std::mt19937_64 rng(1717);
-  const std::uint64_t n = 200003;
-  model_layout layout({{"w", dtype::bf16, {n}}});
+  const std::uint64_t n = 200003, n2 = 3001;
+  model_layout layout({{"w", dtype::bf16, {n}}, {"v", dtype::bf16, {n2}}});
   host_model base(layout), target(layout);
-  for (std::uint64_t i = 0; i < n; ++i) {
+  for (std::uint64_t k = 0; k < n + n2; ++k) {
+    const std::size_t t = k < n ? 0 : 1;
+    const std::uint64_t i = k < n ? k : k - n;
     const std::uint32_t e = static_cast<std::uint32_t>(rng() % 6);
     const std::uint32_t pattern = random_pattern(rng, 16);
-    const auto bits = static_cast<std::uint16_t>(i < 131072 ? (pattern & 0x807Fu) | ((118u + e) << 7) : pattern);
-    const bool change = i < 131072 ? rng() % 100 < (e < 2 ? 20u : 1u) : rng() % 100 < 3;
-    base.set<std::uint16_t>(0, i, bits);
-    target.set<std::uint16_t>(0, i, change ? static_cast<std::uint16_t>(bits ^ (1u + rng() % 3)) : bits);
+    const auto bits = static_cast<std::uint16_t>(k < 131072 ? (pattern & 0x807Fu) | ((118u + e) << 7) : pattern);
+    const bool change = k < 131072 ? rng() % 100 < (e < 2 ? 20u : 1u) : rng() % 100 < 3;
+    base.set<std::uint16_t>(t, i, bits);
+    target.set<std::uint16_t>(t, i, change ? static_cast<std::uint16_t>(bits ^ (1u + rng() % 3)) : bits);
   }
-  const bucket_plan plan{dtype::bf16, {{0, 0, n}}};
+  const bucket_plan plan{dtype::bf16, {{0, 0, n}, {1, 0, n2}}};
   std::size_t tags[2] = {0, 0};
   for (auto mode : {value_mode::ulp, value_mode::absolute}) {
     for (unsigned L : {17u, 20u}) {
@@ -900,7 +902,7 @@ TEST_CASE("entropy on the GPU: chunks longer than 2^16 elements (one thread deco
       const auto frame = download_frame(p);
       expect_identical(want, frame, name_of(c, L));
       const auto C = detail::load_le<std::uint32_t>(frame.data() + 32);
-      const std::size_t table = 80 + 24, data = table + 8ull * C;
+      const std::size_t table = 80 + 24 * 2, data = table + 8ull * C;
       std::vector<std::pair<std::size_t, std::size_t>> bodies;  // (offset, length) of every chunk's data
       for (std::uint32_t k = 0, off = 0; k < C; ++k) {
         const auto len = detail::load_le<std::uint32_t>(frame.data() + table + 8ull * k + 4);
@@ -929,7 +931,8 @@ TEST_CASE("entropy on the GPU: chunks longer than 2^16 elements (one thread deco
         host_model after(layout);
         dm2.download(after);
         if (!gpu.ok()) CHECK(after.bytes == base.bytes);
-        REQUIRE(cudaMemcpy(dm2.ptrs[0], base.bytes[0].data(), base.bytes[0].size(), cudaMemcpyHostToDevice) == cudaSuccess);
+        for (std::size_t t = 0; t < layout.size(); ++t)
+          REQUIRE(cudaMemcpy(dm2.ptrs[t], base.bytes[t].data(), base.bytes[t].size(), cudaMemcpyHostToDevice) == cudaSuccess);
       }
     }
   }

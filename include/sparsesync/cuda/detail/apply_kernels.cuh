@@ -9,6 +9,7 @@
 #include <sparsesync/cuda/detail/detect.cuh>
 #include <sparsesync/cuda/detail/entropy_codec.cuh>
 #include <sparsesync/cuda/detail/entropy_decode.cuh>
+#include <sparsesync/cuda/detail/entropy_decode_alone.cuh>
 #include <sparsesync/cuda/detail/entropy_decode_split.cuh>
 #include <sparsesync/cuda/detail/warp_decode.cuh>
 #include <sparsesync/cuda/types.cuh>
@@ -383,16 +384,13 @@ SPARSESYNC_DEVICE void for_each_warp_chunk(const apply_params& p, const bucket_i
   }
 }
 
-// Pass 1b for the entropy chunks no warp shares out (entropy_warp_decodes: rice bodies, chunks over
-// entropy_warp_max_numel, and the trivial or malformed ones), decoded by one thread each (entropy_decode_chunk)
-// before the bucket's commit pass writes anything. A block is that one thread, its tables in the block's shared
-// memory: as locals they took 10800 bytes of stack a thread, which the driver reserves for every thread the GPU
-// can hold (2642 MB of an H100 for the context's life, bench/gpu/local_memory_probe). Each block takes a warp's
-// registers: 24 an SM at 80 a thread (32 would bound it to 64, spilling 120 bytes onto the stack, ptxas -v).
-inline constexpr int entropy_alone_blocks_per_sm = 24;
-
+// Pass 1b for the entropy chunks the warp decoder does not take (entropy_warp_decodes: class bodies of chunks over
+// entropy_warp_max_numel, rice bodies, the trivial and malformed ones), before the bucket's commit pass writes
+// anything: a warp per chunk (entropy_decode_alone.cuh), one per block with its ~4.9 KB of tables in shared memory.
+// As a thread's locals those tables took 10800 bytes of stack, which the driver reserves for every thread the GPU
+// can hold (2642 MB of an H100 for the context's life, bench/gpu/local_memory_probe).
 template <class W>
-SPARSESYNC_DEVICE void entropy_alone_chunks(const apply_params& p, const bucket_info& I, entropy_chunk_tables& t) {
+SPARSESYNC_DEVICE void entropy_alone_chunks(const apply_params& p, const bucket_info& I, entropy_alone_smem& s) {
   const auto mode = static_cast<value_mode>(I.mode);
   const unsigned char* data0 = p.frame + I.data_off;
   const unsigned char* frame_end = p.frame + p.frame_bytes;
@@ -400,22 +398,27 @@ SPARSESYNC_DEVICE void entropy_alone_chunks(const apply_params& p, const bucket_
     const auto [n, bytes, numel_c, off, at, fits] = read_chunk_slot(p, I, c);
     if (!fits) continue;  // reported by pass 1a
     if (entropy_warp_decodes(n, bytes, bytes ? data0[off] : 0u, numel_c)) continue;  // apply_entropy_warp_kernel's
-    const base_walker<W> base(p.segs, I.S, c << I.log2_chunk);
-    const errc e = entropy_decode_chunk<W>(mode, data0 + off, bytes, numel_c, n, base, p.frame, frame_end, p.stage_pos + at, p.stage_val + at, t);
-    if (e != errc::ok) fail(&p.info->decode_status, e);
+    const std::uint64_t first = c << I.log2_chunk;
+    const W* fast = n > 0 ? entropy_fast_base<W>(p.segs, I.S, first, numel_c) : nullptr;
+    const errc e = entropy_warp_decode_alone<W>(s, mode, data0 + off, bytes, numel_c, n, fast, p.segs, I.S, first, p.frame, frame_end,
+                                                p.stage_pos + at, p.stage_val + at);
+    if (e != errc::ok && lane_id() == 0) fail(&p.info->decode_status, e);
+    __syncwarp();  // (the next chunk reuses s)
   }
 }
 
+// At most 12 blocks an SM promised, so that it may keep 147 registers a thread: at the default 128 it spilled onto a
+// 56-byte stack frame, at 24 blocks (80 registers) onto a 232-byte one (ptxas -v); 13 fit.
 template <class P>
-SPARSESYNC_KERNEL void __launch_bounds__(1, entropy_alone_blocks_per_sm) apply_entropy_alone_kernel(apply_params p) {
-  __shared__ entropy_chunk_tables t;
+SPARSESYNC_KERNEL void __launch_bounds__(32, 12) apply_entropy_alone_kernel(apply_params p) {
+  __shared__ entropy_alone_smem s;
   const bucket_info& I = *p.info;
   if (I.status != 0 || static_cast<encoder_id>(I.enc) != encoder_id::entropy) return;
   if (p.commit_phase && p.state->status != 0) return;
   switch (size_of(static_cast<sparsesync::dtype>(I.dtype))) {
-    case 1: entropy_alone_chunks<std::uint8_t>(p, I, t); break;
-    case 2: entropy_alone_chunks<std::uint16_t>(p, I, t); break;
-    default: entropy_alone_chunks<std::uint32_t>(p, I, t); break;
+    case 1: entropy_alone_chunks<std::uint8_t>(p, I, s); break;
+    case 2: entropy_alone_chunks<std::uint16_t>(p, I, s); break;
+    default: entropy_alone_chunks<std::uint32_t>(p, I, s); break;
   }
 }
 

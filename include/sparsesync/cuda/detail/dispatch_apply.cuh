@@ -54,16 +54,16 @@ inline apply_layout carve_apply(void* d_temp, const device_layout& layout, std::
   return l;
 }
 
-// A one-warp-block (or one-thread-block) kernel's grid: as many blocks as fit at once (its blocks loop over the
-// chunks in equal shares, so a block that must wait for a slot would double the pass).
-inline int resident_warp_blocks(const void* kernel, int threads = entropy_warp_threads) {
+// A one-warp-block kernel's grid: as many blocks as fit at once (its blocks loop over the chunks in equal
+// shares, so a block that must wait for a slot would double the pass).
+inline int resident_warp_blocks(const void* kernel) {
   int b = 0;
-  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, kernel, threads, 0) != cudaSuccess || b < 1) b = 1;
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, kernel, entropy_warp_threads, 0) != cudaSuccess || b < 1) b = 1;
   return persistent_blocks(2048) * b;  // (one block per SM, times b)
 }
 template <class P>
 int entropy_alone_blocks() {
-  static const int blocks = resident_warp_blocks(reinterpret_cast<const void*>(apply_entropy_alone_kernel<P>), 1);
+  static const int blocks = resident_warp_blocks(reinterpret_cast<const void*>(apply_entropy_alone_kernel<P>));
   return blocks;
 }
 template <class P>
@@ -131,7 +131,7 @@ cudaError_t dispatch_apply(void* d_temp, std::size_t& temp_bytes, const device_l
     SPARSESYNC_CUDA_LAUNCH_CHECK(stream);
     apply_rice_kernel<P><<<decode_blocks, decode_threads, 0, stream>>>(p);
     SPARSESYNC_CUDA_LAUNCH_CHECK(stream);
-    apply_entropy_alone_kernel<P><<<entropy_alone_blocks<P>(), 1, 0, stream>>>(p);
+    apply_entropy_alone_kernel<P><<<entropy_alone_blocks<P>(), entropy_warp_threads, 0, stream>>>(p);
     SPARSESYNC_CUDA_LAUNCH_CHECK(stream);
     apply_entropy_warp_kernel<P><<<entropy_warp_blocks<P>(), entropy_warp_threads, 0, stream>>>(p);
     SPARSESYNC_CUDA_LAUNCH_CHECK(stream);

@@ -369,27 +369,21 @@ SPARSESYNC_DEVICE errc entropy_check_values(value_mode mode, std::uint32_t len, 
   return errc::ok;
 }
 
-// Decodes a chunk's entropy data into spos[0, n) (chunk-relative positions) and sval[0, n) (coded values)
-// with the host decoder's checks. `base` starts at the chunk's first element; [lo, hi) bounds the allocation
-// holding the data (the frame); t is the thread's.
+// The header and the gaps of a class body of the groups t.g (the tag byte read by the caller, r just past it):
+// each group's change count (t.f.changes), first change in group order (t.first) and parameters (t.f.k_gap,
+// t.f.k_val), each change's gap into sval[0, n) in group order (a wholly changed group's: 0); fitted stays true
+// only if every gap parameter is the fitted one. r is left at the values.
 template <class W>
-SPARSESYNC_DEVICE errc entropy_decode_chunk(value_mode mode, const unsigned char* data, std::uint32_t len, std::uint32_t numel,
-                                            std::uint32_t n, const base_walker<W>& base, const unsigned char* lo,
-                                            const unsigned char* hi, std::uint32_t* spos, std::uint32_t* sval, entropy_chunk_tables& t) {
+SPARSESYNC_DEVICE errc entropy_chunk_header_gaps(value_mode mode, bit_reader& r, std::uint32_t len, std::uint32_t n, entropy_chunk_tables& t,
+                                                 std::uint32_t* sval, bool& fitted) {
   constexpr unsigned wbits = 8 * sizeof(W);
-  if (n == 0) return len == 0 ? errc::ok : errc::malformed;
-  if (len == 0) return errc::truncated;
-  if (data[0] == entropy_params::tag_rice) return entropy_decode_fallback<W>(mode, data, len, numel, n, base, lo, hi, spos, sval, t);
-  if (data[0] != entropy_params::tag_classes) return errc::malformed;
   const bool ulp = mode == value_mode::ulp;
-  entropy_dev_groups& g = t.g;
-  entropy_make_groups<W>(g, base, numel);
+  const entropy_dev_groups& g = t.g;
   const unsigned groups = g.count;
   std::uint32_t* const changes = t.f.changes;
   std::uint32_t* const first = t.first;
   std::uint8_t* const k_gap = t.f.k_gap;
   std::uint8_t* const k_val = t.f.k_val;
-  bit_reader r(data + 1, data + len, lo, hi);
   std::uint32_t remaining = n;
   for (unsigned gi = 0; gi < groups; ++gi) {
     const std::uint32_t size = g.size[gi];
@@ -418,7 +412,6 @@ SPARSESYNC_DEVICE errc entropy_decode_chunk(value_mode mode, const unsigned char
   }
   if (least > 8 * std::uint64_t{len}) return errc::truncated;
   // Gaps, group by group, into sval (group order); each group's gap parameter priced as they are read.
-  bool fitted = true;
   for (unsigned gi = 0; gi < groups; ++gi) {
     const std::uint32_t size = g.size[gi], c = changes[gi];
     if (c == size) {
@@ -444,34 +437,64 @@ SPARSESYNC_DEVICE errc entropy_decode_chunk(value_mode mode, const unsigned char
     std::uint32_t cost = 0;
     if (entropy_best(gc, entropy_params::max_gap_k_of(size), cost) != k_gap[gi]) fitted = false;
   }
-  // Positions: walk the chunk, counting each group's elements, until every change is placed; the group of
-  // each change rides in the top bits of its staged position until the values are read. (The group sizes are
-  // read no more: their table counts down each group's elements before its next change.)
-  {
-    std::uint32_t* const skip = g.size;
-    std::uint32_t* const cursor = t.seen;
-    constexpr std::uint32_t none = ~std::uint32_t{0};
-    for (unsigned gi = 0; gi < groups; ++gi) {
-      cursor[gi] = first[gi];
-      skip[gi] = changes[gi] > 0 ? sval[first[gi]] : none;
-    }
-    base_walker<W> b = base;
-    std::uint32_t placed = 0;
-    for (std::uint32_t i = 0; placed < n; ++i) {
-      if (i >= numel) return errc::malformed;  // (never: the counts sum to n and the ranks are below the sizes)
-      const unsigned gi = entropy_dev_group(g, b.next());
-      if (skip[gi] != 0) {
-        --skip[gi];
-        continue;
-      }
-      spos[placed++] = (static_cast<std::uint32_t>(gi) << entropy_rank_bits) | i;
-      skip[gi] = ++cursor[gi] < first[gi + 1] ? sval[cursor[gi]] : none;
-    }
+  return errc::ok;
+}
+
+// The placing walk's start: group g's next change is after skip[g] more of its elements (none: it has no more),
+// and cursor[g] is that change's index in group order. skip takes the group sizes' table (read no more).
+inline constexpr std::uint32_t entropy_no_change = ~std::uint32_t{0};
+SPARSESYNC_DEVICE void entropy_place_start(entropy_chunk_tables& t, const std::uint32_t* gaps, unsigned from, unsigned step) {
+  for (unsigned gi = from; gi < t.g.count; gi += step) {
+    t.seen[gi] = t.first[gi];
+    t.g.size[gi] = t.f.changes[gi] > 0 ? gaps[t.first[gi]] : entropy_no_change;
   }
+}
+
+// The end of a class body's decode, its changes placed (spos: position with the group in the bits from
+// entropy_rank_bits up): the values from r, then the checks that need them.
+template <class W>
+SPARSESYNC_DEVICE errc entropy_chunk_values(value_mode mode, bit_reader& r, std::uint32_t len, std::uint32_t numel, std::uint32_t n,
+                                            const entropy_chunk_tables& t, bool fitted, std::uint32_t* spos, std::uint32_t* sval) {
+  const std::uint8_t* const k_val = t.f.k_val;
   if (const errc e = entropy_read_values<W>(mode, r, n, [&](std::uint32_t j) { return k_val[spos[j] >> entropy_rank_bits]; }, sval);
       e != errc::ok)
     return e;
-  return entropy_check_values<W>(mode, len, numel, n, groups, k_val, changes, fitted, spos, sval);
+  return entropy_check_values<W>(mode, len, numel, n, t.g.count, k_val, t.f.changes, fitted, spos, sval);
+}
+
+// Decodes a chunk's entropy data into spos[0, n) (chunk-relative positions) and sval[0, n) (coded values)
+// with the host decoder's checks, in one thread. `base` starts at the chunk's first element; [lo, hi) bounds the
+// allocation holding the data (the frame); t is the thread's.
+template <class W>
+SPARSESYNC_DEVICE errc entropy_decode_chunk(value_mode mode, const unsigned char* data, std::uint32_t len, std::uint32_t numel,
+                                            std::uint32_t n, const base_walker<W>& base, const unsigned char* lo,
+                                            const unsigned char* hi, std::uint32_t* spos, std::uint32_t* sval, entropy_chunk_tables& t) {
+  if (n == 0) return len == 0 ? errc::ok : errc::malformed;
+  if (len == 0) return errc::truncated;
+  if (data[0] == entropy_params::tag_rice) return entropy_decode_fallback<W>(mode, data, len, numel, n, base, lo, hi, spos, sval, t);
+  if (data[0] != entropy_params::tag_classes) return errc::malformed;
+  entropy_make_groups<W>(t.g, base, numel);
+  bit_reader r(data + 1, data + len, lo, hi);
+  bool fitted = true;
+  if (const errc e = entropy_chunk_header_gaps<W>(mode, r, len, n, t, sval, fitted); e != errc::ok) return e;
+  // Positions: walk the chunk, counting each group's elements, until every change is placed; the group of
+  // each change rides in the top bits of its staged position until the values are read.
+  entropy_place_start(t, sval, 0, 1);
+  std::uint32_t* const skip = t.g.size;
+  std::uint32_t* const cursor = t.seen;
+  base_walker<W> b = base;
+  std::uint32_t placed = 0;
+  for (std::uint32_t i = 0; placed < n; ++i) {
+    if (i >= numel) return errc::malformed;  // (never: the counts sum to n and the ranks are below the sizes)
+    const unsigned gi = entropy_dev_group(t.g, b.next());
+    if (skip[gi] != 0) {
+      --skip[gi];
+      continue;
+    }
+    spos[placed++] = (static_cast<std::uint32_t>(gi) << entropy_rank_bits) | i;
+    skip[gi] = ++cursor[gi] < t.first[gi + 1] ? sval[cursor[gi]] : entropy_no_change;
+  }
+  return entropy_chunk_values<W>(mode, r, len, numel, n, t, fitted, spos, sval);
 }
 
 }  // namespace detail

@@ -1,7 +1,7 @@
 // The entropy decoder's class bodies (tag 1) a warp per chunk, with the host decoder's checks (codec/entropy.hpp
-// decode_classes, the specification). The one-thread decoder (entropy_codec.cuh's entropy_decode_chunk) keeps the
-// rice bodies (tag 0), chunks longer than entropy_warp_max_numel and chunks with too many groups: lane 0 decodes
-// them alone (entropy_lane0_decode), its tables in the warp's shared memory.
+// decode_classes, the specification). The rice bodies (tag 0), chunks longer than entropy_warp_max_numel and
+// chunks with too many groups go to entropy_decode_alone.cuh (apply_entropy_alone_kernel; the last are decoded in
+// this kernel by lane 0, entropy_lane0_decode, in its warp's shared memory).
 //
 // The bitstream stays sequential (lane 0 reads the header and the gaps; the values are read afterwards by a
 // thread per chunk, entropy_warp_values), but everything that touched the base per element is spread over the
@@ -27,6 +27,7 @@
 #include <sparsesync/codec/entropy_params.hpp>
 #include <sparsesync/codec/rice_params.hpp>
 #include <sparsesync/cuda/detail/entropy_codec.cuh>
+#include <sparsesync/cuda/detail/entropy_decode_alone.cuh>
 #include <sparsesync/cuda/detail/entropy_warp.cuh>
 
 SPARSESYNC_NS_BEGIN
@@ -53,7 +54,7 @@ struct entropy_decode_smem {
   static constexpr unsigned words = K * 16;
   union {
     alignas(16) std::uint32_t ctr[words];  // lane-private 16-bit counters, two a word, lane L's in bank L (entropy_ctr)
-    entropy_chunk_tables alone;            // or the tables of a chunk lane 0 decodes alone (entropy_lane0_decode)
+    entropy_alone_smem alone;              // or those of a chunk of too many groups (entropy_warp_decode_alone)
   };
   std::uint32_t size[G];       // group sizes (the class totals go straight to entropy_group_builder)
   std::uint32_t gbase[G + 1];  // first bit of each group
@@ -76,12 +77,13 @@ struct entropy_decode_tables {
 };
 static_assert(2 * ((entropy_decode_smem::G + 1) / 2 * 32) + entropy_warp_max_numel / 32 <= entropy_decode_smem::words,
               "sparsesync: the rank bitmap shares the class counters' region");
-static_assert(sizeof(entropy_chunk_tables) <= sizeof(std::uint32_t) * entropy_decode_smem::words,
-              "sparsesync: a chunk lane 0 decodes alone keeps its tables in the class counters' region");
+static_assert(sizeof(entropy_alone_smem) <= sizeof(std::uint32_t) * entropy_decode_smem::words,
+              "sparsesync: a chunk of too many groups keeps its tables in the class counters' region");
 
-// A chunk the warp does not share out (too many groups, a rice body, longer than entropy_warp_max_numel, no
-// changes or malformed: entropy_decode_chunk judges), decoded by lane 0 with its tables in the warp's region, the
-// whole warp calling; returns the verdict to every lane. The base from bucket element `first` of the segments.
+// A chunk of too many groups for the warp decoder's region, decoded by lane 0 alone (entropy_decode_chunk) with
+// its tables in that region, the whole warp calling; returns the verdict to every lane. Lane 0 alone, not
+// entropy_warp_decode_alone's walks: a second inlined copy of the one-thread decoder's pieces gave this kernel a
+// 696-byte stack frame at its 168 registers (ptxas -v), and such chunks (random bit patterns) are rare.
 template <class W>
 SPARSESYNC_DEVICE errc entropy_lane0_decode(entropy_decode_smem& s, value_mode mode, const unsigned char* data, std::uint32_t len,
                                             std::uint32_t numel, std::uint32_t n, const resolved_segment* segs,
@@ -89,7 +91,7 @@ SPARSESYNC_DEVICE errc entropy_lane0_decode(entropy_decode_smem& s, value_mode m
                                             const unsigned char* hi, std::uint32_t* spos, std::uint32_t* sval) {
   if (lane_id() == 0)
     s.err = static_cast<int>(
-        entropy_decode_chunk<W>(mode, data, len, numel, n, base_walker<W>(segs, segment_count, first), lo, hi, spos, sval, s.alone));
+        entropy_decode_chunk<W>(mode, data, len, numel, n, base_walker<W>(segs, segment_count, first), lo, hi, spos, sval, s.alone.t));
   __syncwarp();
   return static_cast<errc>(s.err);
 }
