@@ -394,16 +394,26 @@ SPARSESYNC_DEVICE void entropy_alone_chunks(const apply_params& p, const bucket_
   const auto mode = static_cast<value_mode>(I.mode);
   const unsigned char* data0 = p.frame + I.data_off;
   const unsigned char* frame_end = p.frame + p.frame_bytes;
-  for (std::uint64_t c = blockIdx.x; c < I.C; c += gridDim.x) {
-    const auto [n, bytes, numel_c, off, at, fits] = read_chunk_slot(p, I, c);
-    if (!fits) continue;  // reported by pass 1a
-    if (entropy_warp_decodes(n, bytes, bytes ? data0[off] : 0u, numel_c)) continue;  // apply_entropy_warp_kernel's
-    const std::uint64_t first = c << I.log2_chunk;
-    const W* fast = n > 0 ? entropy_fast_base<W>(p.segs, I.S, first, numel_c) : nullptr;
-    const errc e = entropy_warp_decode_alone<W>(s, mode, data0 + off, bytes, numel_c, n, fast, p.segs, I.S, first, p.frame, frame_end,
-                                                p.stage_pos + at, p.stage_val + at);
-    if (e != errc::ok && lane_id() == 0) fail(&p.info->decode_status, e);
-    __syncwarp();  // (the next chunk reuses s)
+  // The block's chunks are blockIdx.x + k * gridDim.x; each lane judges one of the next 32 (most are the warp
+  // decoder's: one slot read after another over all of them would be the whole pass).
+  const std::uint64_t stride = gridDim.x;
+  for (std::uint64_t c0 = blockIdx.x; c0 < I.C; c0 += 32 * stride) {
+    const std::uint64_t mine = c0 + lane_id() * stride;
+    bool take = false;
+    if (mine < I.C) {
+      const chunk_slot k = read_chunk_slot(p, I, mine);  // (an unfit slot is reported by pass 1a)
+      take = k.fits && !entropy_warp_decodes(k.n, k.bytes, k.bytes ? data0[k.off] : 0u, k.numel);  // else apply_entropy_warp_kernel's
+    }
+    for (unsigned todo = __ballot_sync(full_warp, take); todo != 0; todo &= todo - 1) {
+      const std::uint64_t c = c0 + static_cast<unsigned>(__ffs(todo) - 1) * stride;
+      const auto [n, bytes, numel_c, off, at, fits] = read_chunk_slot(p, I, c);
+      const std::uint64_t first = c << I.log2_chunk;
+      const W* fast = n > 0 ? entropy_fast_base<W>(p.segs, I.S, first, numel_c) : nullptr;
+      const errc e = entropy_warp_decode_alone<W>(s, mode, data0 + off, bytes, numel_c, n, fast, p.segs, I.S, first, p.frame, frame_end,
+                                                  p.stage_pos + at, p.stage_val + at);
+      if (e != errc::ok && lane_id() == 0) fail(&p.info->decode_status, e);
+      __syncwarp();  // (the next chunk reuses s)
+    }
   }
 }
 
@@ -457,7 +467,7 @@ SPARSESYNC_KERNEL void __launch_bounds__(entropy_warp_threads) apply_entropy_war
 // The split decoder's second step (entropy_decode_split.cuh), a thread per chunk: the header and gaps of the
 // chunks the warp decoder counted.
 template <class W>
-SPARSESYNC_DEVICE void entropy_split_parse_chunks(const apply_params& p, const bucket_info& I) {
+SPARSESYNC_DEVICE void entropy_split_parse_chunks(const apply_params& p, const bucket_info& I, entropy_parse_smem<decode_threads>& s) {
   const auto mode = static_cast<value_mode>(I.mode);
   const unsigned char* data0 = p.frame + I.data_off;
   const unsigned char* frame_end = p.frame + p.frame_bytes;
@@ -466,7 +476,7 @@ SPARSESYNC_DEVICE void entropy_split_parse_chunks(const apply_params& p, const b
     if (!fits || !entropy_warp_decodes(n, bytes, bytes ? data0[off] : 0u, numel_c)) continue;
     std::uint32_t state = p.entropy_state[c];
     if (state != entropy_split_counted) continue;
-    const errc e = entropy_split_parse<W>(mode, data0 + off, bytes, n, p.frame, frame_end, p.stage_pos + at, p.stage_val + at, state);
+    const errc e = entropy_split_parse<W>(s, threadIdx.x, mode, data0 + off, bytes, n, p.frame, frame_end, p.stage_pos + at, p.stage_val + at, state);
     if (e != errc::ok) {
       fail(&p.info->decode_status, e);
       state = 0;
@@ -477,13 +487,14 @@ SPARSESYNC_DEVICE void entropy_split_parse_chunks(const apply_params& p, const b
 
 template <class P>
 SPARSESYNC_KERNEL void __launch_bounds__(decode_threads) apply_entropy_parse_kernel(apply_params p) {
+  __shared__ entropy_parse_smem<decode_threads> s;
   const bucket_info& I = *p.info;
   if (I.status != 0 || static_cast<encoder_id>(I.enc) != encoder_id::entropy) return;
   if (p.commit_phase && p.state->status != 0) return;
   switch (size_of(static_cast<sparsesync::dtype>(I.dtype))) {
-    case 1: entropy_split_parse_chunks<std::uint8_t>(p, I); break;
-    case 2: entropy_split_parse_chunks<std::uint16_t>(p, I); break;
-    default: entropy_split_parse_chunks<std::uint32_t>(p, I); break;
+    case 1: entropy_split_parse_chunks<std::uint8_t>(p, I, s); break;
+    case 2: entropy_split_parse_chunks<std::uint16_t>(p, I, s); break;
+    default: entropy_split_parse_chunks<std::uint32_t>(p, I, s); break;
   }
 }
 

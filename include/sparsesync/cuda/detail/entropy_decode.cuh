@@ -188,11 +188,13 @@ struct entropy_split_layout {
     words = start + (G + 1) / 2 * 32;
   }
 };
-// A group's parameter byte in a plan's k words (k_gap of group g at byte 2g, k_val at 2g + 1: little-endian
-// halves), which the parse thread writes where they stay, not into tables of its own on its stack.
-struct entropy_plan_k {
-  std::uint8_t* bytes;
-  SPARSESYNC_DEVICE std::uint8_t& operator[](unsigned g) const { return bytes[2 * g]; }
+// Entry g of one thread's column in a shared-memory table of Stride columns (a thread's own tables without a
+// stack: the driver reserves a kernel's stack for every thread the GPU can hold; columns keep a warp's threads in
+// distinct banks).
+template <class T, unsigned Stride>
+struct entropy_column {
+  T* p;
+  SPARSESYNC_DEVICE T& operator[](unsigned g) const { return p[g * Stride]; }
 };
 // Whether a chunk of G groups and n changes goes the split way: its plan must fit its n staged positions.
 SPARSESYNC_HD constexpr bool entropy_split_fits(unsigned G, std::uint32_t n) {
@@ -228,9 +230,10 @@ struct entropy_bitmap_sink {
 // The header and the gaps of a class body of `count` groups (sizes size[g]), read as entropy_decode_chunk does
 // with its checks: first[0, count] and the parameters k_gap, k_val of each group, each change's rank in its group
 // to the sink (whole(g, first change, size) for a wholly changed group, else put(change, g, rank, gap) in group
-// order). Returns the first error. KTable: std::uint8_t* or entropy_plan_k.
-template <class W, class Reader, class Sink, class KTable>
-SPARSESYNC_DEVICE errc entropy_read_header_gaps(unsigned count, const std::uint32_t* size, std::uint32_t* first, KTable k_gap, KTable k_val,
+// order). Returns the first error. The tables: arrays, or a thread's column of a shared-memory table
+// (entropy_column).
+template <class W, class Reader, class Sink, class FirstTable, class KTable>
+SPARSESYNC_DEVICE errc entropy_read_header_gaps(unsigned count, const std::uint32_t* size, FirstTable first, KTable k_gap, KTable k_val,
                                                 value_mode mode, Reader& r, std::uint32_t len, std::uint32_t n, Sink& sink) {
   constexpr unsigned wbits = 8 * sizeof(W);
   // Header: per group its change count, gap and value parameters.

@@ -28,24 +28,43 @@ struct entropy_rank_sink {
   SPARSESYNC_DEVICE void end() {}
 };
 
-// Step 2, one thread: the header and the gaps of a counted chunk (state entropy_split_counted), with the warp
-// decoder's checks; the ranks into rank[0, n), first[] and the parameters into the plan, read and written there
-// (tables of its own took 336 bytes of stack a thread, which the driver reserves for every thread the GPU can
-// hold); state gets the values' first bit. Returns the first error.
-template <class W>
-SPARSESYNC_DEVICE errc entropy_split_parse(value_mode mode, const unsigned char* data, std::uint32_t len, std::uint32_t n, const unsigned char* lo,
-                                           const unsigned char* hi, std::uint32_t* plan, std::uint32_t* rank, std::uint32_t& state) {
+// Step 2's tables for a block of Threads threads, in shared memory (each thread's column, entropy_column): each
+// group's first change and its parameters (24 KB for 128 threads; at the parse kernel's 72 registers, 7 blocks
+// an SM fit either way). As a thread's own arrays they took 336 bytes of stack, which the driver reserves for
+// every thread the GPU can hold; read and written in the plan (global memory) they put a round trip to L2 into
+// each group's step of the thread's chain (session 18, call E: 1.47 -> 1.71 ms).
+template <unsigned Threads>
+struct entropy_parse_smem {
+  std::uint32_t first[entropy_split_groups + 1][Threads];
+  std::uint8_t k[entropy_split_groups][2 * Threads];  // k_gap, k_val
+};
+
+// Step 2, one thread (column t of the block's tables s): the header and the gaps of a counted chunk (state
+// entropy_split_counted), with the warp decoder's checks; the ranks into rank[0, n), first[] and the parameters
+// into the plan; state gets the values' first bit. Returns the first error.
+template <class W, unsigned Threads>
+SPARSESYNC_DEVICE errc entropy_split_parse(entropy_parse_smem<Threads>& s, unsigned t, value_mode mode, const unsigned char* data,
+                                           std::uint32_t len, std::uint32_t n, const unsigned char* lo, const unsigned char* hi,
+                                           std::uint32_t* plan, std::uint32_t* rank, std::uint32_t& state) {
   const unsigned G = plan[0];
   if (G == 0 || G > entropy_split_groups) return errc::malformed;  // (never: the warp decoder wrote it)
   const entropy_split_layout L(G);
-  auto* const k = reinterpret_cast<std::uint8_t*>(plan + L.k);
+  // The sizes stay in the plan: their line (or two) on its way to L1 first, so that the header's reads of them,
+  // one per group, are not each a round trip.
+  for (unsigned g = 0; g < G; g += 32) asm volatile("prefetch.global.L1 [%0];" ::"l"(plan + L.size + g));
+  const entropy_column<std::uint32_t, Threads> first{&s.first[0][t]};
+  const entropy_column<std::uint8_t, 2 * Threads> k_gap{&s.k[0][2 * t]}, k_val{&s.k[0][2 * t + 1]};
   bit_reader r(data + 1, data + len, lo, hi);
   entropy_rank_sink sink{rank};
-  if (const errc e = entropy_read_header_gaps<W>(G, plan + L.size, plan + L.first, entropy_plan_k{k}, entropy_plan_k{k + 1}, mode, r, len, n, sink);
-      e != errc::ok)
-    return e;
+  if (const errc e = entropy_read_header_gaps<W>(G, plan + L.size, first, k_gap, k_val, mode, r, len, n, sink); e != errc::ok) return e;
   const std::uint64_t values_bit = r.position_bits();
   if (values_bit > entropy_values_bit_mask) return errc::malformed;  // (never: a chunk's gaps take far fewer bits)
+  for (unsigned g = 0; g <= G; ++g) plan[L.first + g] = first[g];
+  for (unsigned g = 0; g < G; g += 2) {
+    const std::uint32_t lo16 = k_gap[g] | (std::uint32_t{k_val[g]} << 8);
+    const std::uint32_t hi16 = g + 1 < G ? k_gap[g + 1] | (std::uint32_t{k_val[g + 1]} << 8) : 0u;
+    plan[L.k + g / 2] = lo16 | (hi16 << 16);
+  }
   state = entropy_split_parsed | static_cast<std::uint32_t>(values_bit);
   return errc::ok;
 }
