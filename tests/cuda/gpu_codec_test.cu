@@ -766,6 +766,60 @@ TEST_CASE("GPU apply in place: frames of every encoder, mode and dtype; bucket b
   }
 }
 
+// The chunk bodies of a one-bucket entropy frame of `segments` segments: how many of each tag (0: rice's body,
+// 1: the class body) and the (offset, length) of those of at least 2 bytes (class bodies only, or every body).
+struct entropy_frame_bodies {
+  std::size_t tags[2] = {0, 0};
+  std::vector<std::pair<std::size_t, std::size_t>> bodies;
+};
+entropy_frame_bodies entropy_bodies_of(const std::vector<unsigned char>& frame, std::size_t segments, bool class_bodies_only) {
+  entropy_frame_bodies out;
+  const auto C = detail::load_le<std::uint32_t>(frame.data() + 32);
+  const std::size_t table = 80 + 24 * segments, data = table + 8ull * C;
+  std::size_t off = 0;
+  for (std::uint32_t k = 0; k < C; ++k) {
+    const auto len = detail::load_le<std::uint32_t>(frame.data() + table + 8ull * k + 4);
+    if (len > 0 && frame[data + off] <= 1) ++out.tags[frame[data + off]];
+    if (len > 1 && (!class_bodies_only || frame[data + off] == 1)) out.bodies.emplace_back(data + off, len);
+    off += len;
+  }
+  return out;
+}
+
+// Applies an entropy frame on the GPU (the target must come back), then `mutations` bit flips inside its bodies
+// (checksums recomputed), in the header and gaps at a body's start and in the values at its end (read by other
+// kernels than the gaps): the GPU refuses exactly when the host does, and a refused frame leaves the weights as
+// they were.
+void check_entropy_apply_and_flips(const model_layout& layout, const host_model& base, const host_model& target,
+                                   const std::vector<unsigned char>& frame, const std::vector<std::pair<std::size_t, std::size_t>>& bodies,
+                                   int mutations, std::mt19937_64& rng, const std::string& what) {
+  sc::apply_plan ap(layout);
+  device_model dm(base);
+  CHECK(gpu_apply_one(ap, dm, frame, frame.size()).ok());
+  host_model got(layout);
+  dm.download(got);
+  CHECK(got.bytes == target.bytes);
+  device_model dm2(base);
+  for (int m = 0; m < mutations && !bodies.empty(); ++m) {
+    std::vector<unsigned char> f = frame;
+    const auto [body, body_len] = bodies[rng() % bodies.size()];
+    const std::size_t back = 1 + rng() % std::min<std::size_t>(8, body_len - 1);
+    const std::size_t at = m % 2 == 0 ? body + 1 + rng() % 8 : body + body_len - back;
+    if (at >= f.size()) continue;
+    f[at] ^= static_cast<unsigned char>(1u << (rng() % 8));
+    fix_checksums(f);
+    const status host = host_verdict(base, f, false);
+    const status gpu = gpu_apply_one(ap, dm2, f, f.size());
+    INFO(what << " mutation " << m << " at " << at << ": host '" << host.message() << "', gpu '" << gpu.message() << "'");
+    CHECK_EQ(host.ok(), gpu.ok());
+    host_model after(layout);
+    dm2.download(after);
+    if (!gpu.ok()) CHECK(after.bytes == base.bytes);
+    for (std::size_t t = 0; t < layout.size(); ++t)
+      REQUIRE(cudaMemcpy(dm2.ptrs[t], base.bytes[t].data(), base.bytes[t].size(), cudaMemcpyHostToDevice) == cudaSuccess);
+  }
+}
+
 TEST_CASE("entropy on the GPU: class bodies and rice bodies, byte-identical, applied, and mutated class bodies refused as the host does") {
   // Chunks of three kinds, so that both tags occur: changes conditioned on the old value's exponent (small
   // weights change often: the class body wins), uniformly random changes (rice's body usually wins), and
@@ -823,48 +877,13 @@ TEST_CASE("entropy on the GPU: class bodies and rice bodies, byte-identical, app
         p.encode(db.cptrs(), dt.cptrs());
         const auto frame = download_frame(p);
         expect_identical(want, frame, std::string(to_string(dtp)) + (narrow ? " narrow" : "") + " " + name_of(c, L));
-        // Which bodies the frame holds (tag byte of each chunk's data).
-        const auto C = detail::load_le<std::uint32_t>(frame.data() + 32);
-        const std::size_t table = 80 + 24 * 2, data = table + 8ull * C;
-        std::size_t off = 0, tags[2] = {0, 0};
-        std::vector<std::pair<std::size_t, std::size_t>> class_bodies;  // (offset, length)
-        for (std::uint32_t k = 0; k < C; ++k) {
-          const auto len = detail::load_le<std::uint32_t>(frame.data() + table + 8ull * k + 4);
-          if (len > 0 && frame[data + off] <= 1) ++tags[frame[data + off]];
-          if (len > 1 && frame[data + off] == 1) class_bodies.emplace_back(data + off, len);
-          off += len;
-        }
-        INFO(to_string(dtp) << (narrow ? " narrow " : " ") << name_of(c, L) << ": " << tags[0] << " rice bodies, " << tags[1] << " class bodies");
-        class_bodies_seen += tags[1];
-        if (L != 16) WARN(tags[1] > 0);   // the wholly changed chunks need no gaps: the class body usually wins
-        if (L == 12) WARN(tags[0] > 0);   // the uniform chunks: rice's body usually wins
-        sc::apply_plan ap(layout);
-        device_model dm(base);
-        CHECK(gpu_apply_one(ap, dm, frame, frame.size()).ok());
-        host_model got(layout);
-        dm.download(got);
-        CHECK(got.bytes == target.bytes);
-        // Bit flips inside class bodies (checksums recomputed), in the header and gaps at their start and in the
-        // values at their end (read by another kernel than the gaps): the GPU refuses exactly when the host does.
-        device_model dm2(base);
-        for (int m = 0; m < (quick() ? 8 : 40) && !class_bodies.empty(); ++m) {
-          std::vector<unsigned char> f = frame;
-          const auto [body, body_len] = class_bodies[rng() % class_bodies.size()];
-          const std::size_t back = 1 + rng() % std::min<std::size_t>(8, body_len - 1);
-          const std::size_t at = m % 2 == 0 ? body + 1 + rng() % 8 : body + body_len - back;
-          if (at >= f.size()) continue;
-          f[at] ^= static_cast<unsigned char>(1u << (rng() % 8));
-          fix_checksums(f);
-          const status host = host_verdict(base, f, false);
-          const status gpu = gpu_apply_one(ap, dm2, f, f.size());
-          INFO("mutation " << m << " at " << at << ": host '" << host.message() << "', gpu '" << gpu.message() << "'");
-          CHECK_EQ(host.ok(), gpu.ok());
-          host_model after(layout);
-          dm2.download(after);
-          if (!gpu.ok()) CHECK(after.bytes == base.bytes);
-          for (std::size_t t = 0; t < layout.size(); ++t)
-            REQUIRE(cudaMemcpy(dm2.ptrs[t], base.bytes[t].data(), base.bytes[t].size(), cudaMemcpyHostToDevice) == cudaSuccess);
-        }
+        const std::string what = std::string(to_string(dtp)) + (narrow ? " narrow " : " ") + name_of(c, L);
+        const auto bodies = entropy_bodies_of(frame, 2, true);
+        INFO(what << ": " << bodies.tags[0] << " rice bodies, " << bodies.tags[1] << " class bodies");
+        class_bodies_seen += bodies.tags[1];
+        if (L != 16) WARN(bodies.tags[1] > 0);  // the wholly changed chunks need no gaps: the class body usually wins
+        if (L == 12) WARN(bodies.tags[0] > 0);  // the uniform chunks: rice's body usually wins
+        check_entropy_apply_and_flips(layout, base, target, frame, bodies.bodies, quick() ? 8 : 40, rng, what);
       }
     }
   }
@@ -901,39 +920,11 @@ TEST_CASE("entropy on the GPU: chunks longer than 2^16 elements, in one tensor a
       p.encode(db.cptrs(), dt.cptrs());
       const auto frame = download_frame(p);
       expect_identical(want, frame, name_of(c, L));
-      const auto C = detail::load_le<std::uint32_t>(frame.data() + 32);
-      const std::size_t table = 80 + 24 * 2, data = table + 8ull * C;
-      std::vector<std::pair<std::size_t, std::size_t>> bodies;  // (offset, length) of every chunk's data
-      for (std::uint32_t k = 0, off = 0; k < C; ++k) {
-        const auto len = detail::load_le<std::uint32_t>(frame.data() + table + 8ull * k + 4);
-        if (len > 0 && frame[data + off] <= 1) ++tags[frame[data + off]];
-        if (len > 1) bodies.emplace_back(data + off, len);
-        off += len;
-      }
-      REQUIRE(!bodies.empty());
-      sc::apply_plan ap(layout);
-      device_model dm(base);
-      CHECK(gpu_apply_one(ap, dm, frame, frame.size()).ok());
-      host_model got(layout);
-      dm.download(got);
-      CHECK(got.bytes == target.bytes);
-      device_model dm2(base);
-      for (int m = 0; m < (quick() ? 6 : 24); ++m) {
-        std::vector<unsigned char> f = frame;
-        const auto [body, body_len] = bodies[rng() % bodies.size()];
-        const std::size_t at = m % 2 == 0 ? body + rng() % std::min<std::size_t>(16, body_len) : body + body_len - 1 - rng() % std::min<std::size_t>(8, body_len);
-        f[at] ^= static_cast<unsigned char>(1u << (rng() % 8));
-        fix_checksums(f);
-        const status host = host_verdict(base, f, false);
-        const status gpu = gpu_apply_one(ap, dm2, f, f.size());
-        INFO(name_of(c, L) << " mutation " << m << " at " << at << ": host '" << host.message() << "', gpu '" << gpu.message() << "'");
-        CHECK_EQ(host.ok(), gpu.ok());
-        host_model after(layout);
-        dm2.download(after);
-        if (!gpu.ok()) CHECK(after.bytes == base.bytes);
-        for (std::size_t t = 0; t < layout.size(); ++t)
-          REQUIRE(cudaMemcpy(dm2.ptrs[t], base.bytes[t].data(), base.bytes[t].size(), cudaMemcpyHostToDevice) == cudaSuccess);
-      }
+      const auto bodies = entropy_bodies_of(frame, 2, false);
+      REQUIRE(!bodies.bodies.empty());
+      tags[0] += bodies.tags[0];
+      tags[1] += bodies.tags[1];
+      check_entropy_apply_and_flips(layout, base, target, frame, bodies.bodies, quick() ? 6 : 24, rng, name_of(c, L));
     }
   }
   INFO(tags[0] << " rice bodies, " << tags[1] << " class bodies");
