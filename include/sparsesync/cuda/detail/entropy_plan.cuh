@@ -67,7 +67,12 @@ struct entropy_warp_smem {
                                         : max3(entropy_lane_counters<narrow>::words(K), 2 * K, 0);
   std::uint32_t cnt[words];
   std::uint32_t size[K];      // class histogram, then group sizes
-  std::uint32_t changes[K];   // per group (and, while the bytes pass counts classes, the histogram's overflow)
+  union {
+    std::uint32_t changes[K];  // per group (and, while the bytes pass counts classes, the histogram's overflow)
+    // During the ranking walk, each lane's next staged change (entropy_fetch_ahead); a slot of its own would cost
+    // the bytes pass its 20th warp an SM.
+    std::uint64_t next_change[32];
+  };
   std::uint8_t of_class[K];
   SPARSESYNC_DEVICE std::uint32_t* cursor() { return cnt; }         // per group: next region slot (chunk-relative); then its end
   SPARSESYNC_DEVICE std::uint32_t* next_rank() { return cnt + K; }  // per group: rank after its last placed change
@@ -227,15 +232,19 @@ SPARSESYNC_KERNEL void __launch_bounds__(32, Mode == entropy_plan_mode::bytes ? 
     };
     std::uint32_t j = lower(lo);
     const std::uint32_t je = lower(hi);
-    std::uint64_t cur = j < je ? reg[j] : 0, nxt = j + 1 < je ? reg[j + 1] : 0;
+    std::uint64_t cur = j < je ? reg[j] : 0;
+    if (j + 1 < je) entropy_fetch_ahead(&s.next_change[lane], reg + j + 1);
     std::uint32_t at = j < je ? static_cast<std::uint32_t>(cur & pos_mask) : hi;  // (hi: no change is left)
     auto visit = [&](std::uint32_t i, unsigned g, std::uint32_t r) {
       if (i != at) return;
       p.aux[cur >> entropy_rank_bits] = (static_cast<std::uint32_t>(g) << entropy_rank_bits) | r;
-      ++j;
-      cur = nxt;
-      at = j < je ? static_cast<std::uint32_t>(cur & pos_mask) : hi;
-      if (j + 1 < je) nxt = reg[j + 1];
+      if (++j < je) {
+        cur = entropy_fetched(&s.next_change[lane]);
+        at = static_cast<std::uint32_t>(cur & pos_mask);
+        if (j + 1 < je) entropy_fetch_ahead(&s.next_change[lane], reg + j + 1);
+      } else {
+        at = hi;
+      }
     };
     entropy_lane_walk_vectors<W, entropy_plan_depth>(
         fast, p.segs, p.segment_count, first, lo, hi,
@@ -255,6 +264,7 @@ SPARSESYNC_KERNEL void __launch_bounds__(32, Mode == entropy_plan_mode::bytes ? 
           const unsigned g = s.of_class[entropy_params::class_of<W>(b)];
           visit(i, g, ctr.add(g, lane));
         });
+    entropy_fetched(&s.next_change[lane]);  // (none is left in flight: the walk met every change it fetched)
   }
   __syncwarp();
   // Exclusive prefix over lanes, per group: the rank of a lane's first element of the group (below 2^16 in a
