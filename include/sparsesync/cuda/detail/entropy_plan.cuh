@@ -264,7 +264,7 @@ SPARSESYNC_KERNEL void __launch_bounds__(32, Mode == entropy_plan_mode::bytes ? 
           const unsigned g = s.of_class[entropy_params::class_of<W>(b)];
           visit(i, g, ctr.add(g, lane));
         });
-    entropy_fetched(&s.next_change[lane]);  // (none is left in flight: the walk met every change it fetched)
+    entropy_fetches_done();  // (none is left in flight, the walk met every change it fetched; the words are reused)
   }
   __syncwarp();
   // Exclusive prefix over lanes, per group: the rank of a lane's first element of the group (below 2^16 in a

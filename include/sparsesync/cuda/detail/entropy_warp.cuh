@@ -15,8 +15,8 @@ namespace detail {
 
 // A lane's next staged change, fetched ahead into its shared-memory slot by cp.async: no register waits for it,
 // so nothing but the step that meets a change can stall on it. (Loaded ahead into a register, the walk's unrolled
-// steps copied that register at every element, and each copy waited for the load: a quarter of the size pass's
-// stall samples, ncu, session 19 call A.) Each lane reads only the slot it filled itself.
+// steps copied that register at every element, before the branch, and each copy waited for the load: the line
+// had 23% of the size pass's stall samples, ncu, session 19 call A.) Each lane reads only the slot it filled itself.
 SPARSESYNC_DEVICE void entropy_fetch_ahead(std::uint64_t* slot, const std::uint64_t* src) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   const auto dst = static_cast<unsigned>(__cvta_generic_to_shared(slot));
@@ -25,10 +25,14 @@ SPARSESYNC_DEVICE void entropy_fetch_ahead(std::uint64_t* slot, const std::uint6
   *slot = *src;
 #endif
 }
-SPARSESYNC_DEVICE std::uint64_t entropy_fetched(const std::uint64_t* slot) {
+// Waits for the lane's fetches (a lane reads its slot only after this).
+SPARSESYNC_DEVICE void entropy_fetches_done() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   asm volatile("cp.async.wait_all;\n" ::: "memory");
 #endif
+}
+SPARSESYNC_DEVICE std::uint64_t entropy_fetched(const std::uint64_t* slot) {
+  entropy_fetches_done();
   return *slot;
 }
 
