@@ -334,11 +334,13 @@ SPARSESYNC_DEVICE bool entropy_warp_gaps_fitted(unsigned G, std::uint32_t n, con
 // change: spos gets its position with its group and the group's value parameter above it, until
 // entropy_warp_values reads them. A counter reaches 2^16 only past the chunk's last element (numel <= 2^16), and its
 // carry into the neighbouring half then lands in no group's counter.
-template <class W, unsigned D, class LaneCount>
+// Ring: null for the register walk (D vectors ahead), else a warp's entropy_walk_ring<RingP, RingS> (the staged walk
+// over the chunk's numel elements, whose lane ranges [a, b) are).
+template <class W, unsigned D, class LaneCount, unsigned RingP = 0, unsigned RingS = 0>
 SPARSESYNC_DEVICE errc entropy_warp_place(unsigned G, std::uint32_t n, const std::uint32_t* bits, std::uint32_t* start,
                                           const std::uint8_t* of_class, const std::uint8_t* k_val, LaneCount&& lane_count, const W* fast,
                                           const resolved_segment* segs, std::uint32_t segment_count, std::uint64_t first, std::uint32_t a,
-                                          std::uint32_t b, std::uint32_t* spos) {
+                                          std::uint32_t b, std::uint32_t* spos, uint4* ring = nullptr, std::uint32_t numel = 0) {
   const unsigned lane = lane_id();
   // Per lane: its changes (set bits in its ranges; a start is exact where the lane has elements of g).
   std::uint32_t mine = 0;
@@ -368,22 +370,24 @@ SPARSESYNC_DEVICE errc entropy_warp_place(unsigned G, std::uint32_t n, const std
   };
   constexpr unsigned V = 16 / sizeof(W);
   // A vector's groups, then its ranks, then the bitmap tests: each a batch of independent accesses.
-  entropy_lane_walk_vectors<W, D>(
-      fast, segs, segment_count, first, a, b,
-      [&](std::uint32_t i, const W(&e)[V]) {
-        unsigned g[V];
-        std::uint32_t rk[V];
+  auto fv = [&](std::uint32_t i, const W(&e)[V]) {
+    unsigned g[V];
+    std::uint32_t rk[V];
 #pragma unroll
-        for (unsigned k = 0; k < V; ++k) g[k] = of_class[entropy_params::class_of<W>(e[k])];
+    for (unsigned k = 0; k < V; ++k) g[k] = of_class[entropy_params::class_of<W>(e[k])];
 #pragma unroll
-        for (unsigned k = 0; k < V; ++k) rk[k] = rank(g[k]);
+    for (unsigned k = 0; k < V; ++k) rk[k] = rank(g[k]);
 #pragma unroll
-        for (unsigned k = 0; k < V; ++k) place(i + k, g[k], rk[k]);
-      },
-      [&](std::uint32_t i, W v) {
-        const unsigned g = of_class[entropy_params::class_of<W>(v)];
-        place(i, g, rank(g));
-      });
+    for (unsigned k = 0; k < V; ++k) place(i + k, g[k], rk[k]);
+  };
+  auto f1 = [&](std::uint32_t i, W v) {
+    const unsigned g = of_class[entropy_params::class_of<W>(v)];
+    place(i, g, rank(g));
+  };
+  if constexpr (RingP > 0)
+    entropy_lane_walk_staged<W, RingP, RingS>(ring, fast, segs, segment_count, first, numel, fv, f1);
+  else
+    entropy_lane_walk_vectors<W, D>(fast, segs, segment_count, first, a, b, fv, f1);
   if (__any_sync(full_warp, placed != mine)) return errc::malformed;  // (never: both walks read the same base)
   return errc::ok;
 }
@@ -418,13 +422,33 @@ SPARSESYNC_DEVICE errc entropy_warp_decode_classes(entropy_decode_smem& s, value
     atomicAdd(&s.ctr[entropy_ctr(x, lane)], 1u << entropy_ctr_shift(x));
   });
   __syncwarp();
-  // 2. Groups (codec/entropy.hpp entropy_groups_of), lane 0 taking each class's total as the warp sums it: no
-  // table of class totals (12 chunks fit an SM in 17.3 KB, 11 in 18.4: session 16, call J, verified apply at 7e9 on
-  // an H100 37.7 -> 35.2 ms). With too many groups for the region lane 0 decodes the chunk alone.
+  // 2. Groups (codec/entropy.hpp entropy_groups_of). Each lane sums the counter words of its pairs of classes over
+  // the lanes (lane l reading lane (l + i) % 32's word at step i: one bank each), then lane 0 takes the totals of
+  // the classes present, in class order, by shuffles: a few dozen serial steps where a warp sum for each of the K
+  // classes made K (ncu, session 19: 13% of this kernel's stall samples). No table of class totals (12 chunks fit
+  // an SM in 17.3 KB, 11 in 18.4: session 16, call J, verified apply at 7e9 on an H100 37.7 -> 35.2 ms). With too
+  // many groups for the region lane 0 decodes the chunk alone.
   entropy_group_builder groups(numel);
-  for (unsigned x = 0; x < K; ++x) {
-    const std::uint32_t tot = entropy_warp_add(entropy_ctr_get(s.ctr, x, lane));
-    if (lane == 0) groups.add(x, tot, s.size, s.of_class, s.from, entropy_decode_smem::G);
+  for (unsigned m = 0; m < (K / 2 + 31) / 32; ++m) {  // classes 2 p and 2 p + 1 for p = lane + 32 m
+    const unsigned pair = lane + 32 * m;
+    std::uint32_t even = 0, odd = 0;
+    if (pair < K / 2) {
+#pragma unroll 8
+      for (unsigned i = 0; i < 32; ++i) {
+        const std::uint32_t w = s.ctr[pair * 32 + ((lane + i) & 31u)];  // (entropy_ctr(2 pair, l): word pair * 32 + l)
+        even += w & 0xffffu;
+        odd += w >> 16;
+      }
+    }
+    for (unsigned present = __ballot_sync(full_warp, even != 0 || odd != 0); present != 0; present &= present - 1) {
+      const unsigned l = static_cast<unsigned>(__ffs(static_cast<int>(present))) - 1;
+      const std::uint32_t e = __shfl_sync(full_warp, even, static_cast<int>(l)), o = __shfl_sync(full_warp, odd, static_cast<int>(l));
+      if (lane == 0) {
+        const unsigned x = 2 * (l + 32 * m);
+        groups.add(x, e, s.size, s.of_class, s.from, entropy_decode_smem::G);
+        groups.add(x + 1, o, s.size, s.of_class, s.from, entropy_decode_smem::G);
+      }
+    }
   }
   if (lane == 0) {
     s.count = groups.finish<K>(s.size, s.of_class, s.from, entropy_decode_smem::G);

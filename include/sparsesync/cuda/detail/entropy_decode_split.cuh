@@ -73,10 +73,15 @@ SPARSESYNC_DEVICE errc entropy_split_parse(entropy_parse_smem<Threads>& s, unsig
 // decoder's entropy_decode_depth) 2 is best (session 17, call C, H100, verified apply at 7e9: 1 ahead 32.08 / 32.25
 // ms, 2 ahead 30.96 / 31.04, 3 ahead 31.06 / 30.85).
 inline constexpr unsigned entropy_place_depth = 2;
+// Its loads are staged in a shared-memory ring (entropy_lane_walk_staged), 2 vectors a lane a round, 2 rounds: the
+// kernel goes from 19 to 16 warps an SM (13 KB, 128 registers) and runs faster (session 20, calls B-C, H200, verified
+// apply at 7e9: placing kernel 10.87 -> 9.52 ms; 3 rounds or 4 vectors a round: slower than 2 and 2).
+inline constexpr unsigned entropy_place_ring_p = 2, entropy_place_ring_s = 2;
 
 // Step 3's tables, a warp's: 10.9 KB, where the warp decoder needs 17.3 (its class counters).
 struct entropy_place_smem {
   static constexpr unsigned G = entropy_split_groups;
+  uint4 ring[entropy_walk_ring<entropy_place_ring_p, entropy_place_ring_s>::vectors];  // the walk's loads in flight
   std::uint32_t start[(G + 1) / 2 * 32];              // lane counters of ranks (entropy_ctr), from the plan
   std::uint32_t bits[entropy_warp_max_numel / 32];  // the changed ranks, gbase[g] + rank
   std::uint32_t size[G], gbase[G + 1], first[G + 1];
@@ -149,7 +154,8 @@ SPARSESYNC_DEVICE errc entropy_split_place(entropy_place_smem& s, std::uint32_t 
     const std::uint32_t next = __shfl_down_sync(full_warp, mine, 1);
     return ((lane == 31 ? s.gbase[g + 1] : next) - mine) & 0xffffu;
   };
-  if (const errc e = entropy_warp_place<W, entropy_place_depth>(G, n, s.bits, s.start, s.of_class, s.k_val, lane_count, fast, segs, segment_count, first, a, b, plan);
+  if (const errc e = entropy_warp_place<W, entropy_place_depth, decltype(lane_count)&, entropy_place_ring_p, entropy_place_ring_s>(
+          G, n, s.bits, s.start, s.of_class, s.k_val, lane_count, fast, segs, segment_count, first, a, b, plan, s.ring, numel);
       e != errc::ok)
     return e;
   __syncwarp();

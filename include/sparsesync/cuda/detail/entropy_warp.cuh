@@ -101,6 +101,91 @@ SPARSESYNC_DEVICE void entropy_lane_walk_vectors(const W* fast, const resolved_s
   }
 }
 
+// entropy_lane_walk_vectors' order over the chunk's lane ranges (entropy_lane_range), the whole warp calling, with
+// the loads staged in a shared-memory ring instead of registers: in rounds of P vectors a lane, P lanes fetch one
+// lane's P contiguous vectors by cp.async (a load instruction takes 32 / P lanes' ranges, 16 P contiguous bytes
+// each, where the register walk's take 32 ranges 16 bytes each: whole sectors), S - 1 rounds ahead; each lane
+// then reads its own vectors back (ring: S * P * 32 vectors, the warp's). Over 14 GB of BF16 with the placing
+// kernel's 11 KB of counters a warp, the probe's ranking walk took 6.75 ms at P = 2, S = 2 (16 warps an SM) against
+// 7.94 ms for 2 vectors ahead in registers (19 warps an SM) (bench/gpu/entropy_walk_probe.cu layout xpose, session
+// 20, call A, H200). A base that spans segments is walked element by element, as there.
+template <unsigned P, unsigned S>
+struct entropy_walk_ring {
+  static_assert(P == 1 || P == 2 || P == 4 || P == 8, "sparsesync: a round's lanes per range divide the warp");
+  static_assert(S >= 2, "sparsesync: the ring needs a round in flight beside the one read");
+  static constexpr unsigned vectors = S * P * 32;
+};
+
+template <class W, unsigned P, unsigned S, class FV, class F1>
+SPARSESYNC_DEVICE void entropy_lane_walk_staged(uint4* ring, const W* fast, const resolved_segment* segs, std::uint32_t segment_count,
+                                                std::uint64_t first, std::uint32_t numel, FV&& fv, F1&& f1) {
+  constexpr unsigned V = 16 / sizeof(W);
+  constexpr unsigned per = 32 / P;  // ranges a round's load instruction takes
+  static_assert(entropy_walk_ring<P, S>::vectors != 0, "sparsesync: P and S as entropy_walk_ring requires");
+  const unsigned lane = lane_id();
+  std::uint32_t lo = 0, hi = 0;
+  const std::uint32_t R = entropy_lane_range<W>(numel, lane, lo, hi);
+  if (fast == nullptr) {
+    entropy_lane_walk_vectors<W, 1>(fast, segs, segment_count, first, lo, hi, fv, f1);
+    return;
+  }
+  const std::uint32_t mine = (hi - lo) / V;           // the lane's whole vectors
+  const std::uint32_t rounds = (R / V + P - 1) / P;  // (uniform: lane 0's range is the longest)
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  // Lane q fetches vector q % P of each round for the ranges q / P + per * j.
+  const W* from[P];
+  std::uint32_t count[P];
+#pragma unroll
+  for (unsigned j = 0; j < P; ++j) {
+    std::uint32_t a = 0, b = 0;
+    entropy_lane_range<W>(numel, lane / P + per * j, a, b);
+    from[j] = fast + a;
+    count[j] = (b - a) / V;
+  }
+  const unsigned u0 = lane % P;
+  const auto dst0 = static_cast<unsigned>(__cvta_generic_to_shared(ring));
+  auto issue = [&](std::uint32_t r) {
+    const std::uint32_t v = r * P + u0;
+    const unsigned slot = (r % S) * P + u0;
+#pragma unroll
+    for (unsigned j = 0; j < P; ++j) {
+      if (v < count[j]) {
+        const unsigned dst = dst0 + 16u * (slot * 32u + lane / P + per * j);
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(from[j] + v * V) : "memory");
+      }
+    }
+    asm volatile("cp.async.commit_group;\n" ::: "memory");  // (empty past the ranges: the count of groups stays uniform)
+  };
+#pragma unroll
+  for (unsigned r = 0; r + 1 < S; ++r) issue(r);
+  for (std::uint32_t r = 0; r < rounds; ++r) {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(S - 2) : "memory");
+    __syncwarp();  // the round's vectors came by other lanes' copies; and every lane has read the slot refilled next
+    uint4 v[P];
+#pragma unroll
+    for (unsigned u = 0; u < P; ++u) v[u] = ring[((r % S) * P + u) * 32 + lane];
+    issue(r + S - 1);
+#pragma unroll
+    for (unsigned u = 0; u < P; ++u) {
+      if (r * P + u < mine) {
+        W e[V];
+#pragma unroll
+        for (unsigned k = 0; k < V; ++k) e[k] = vec_get<W>(v[u], static_cast<int>(k));
+        fv(lo + (r * P + u) * V, e);
+      }
+    }
+  }
+  asm volatile("cp.async.wait_all;\n" ::: "memory");
+  __syncwarp();  // (no copy is left to land in the ring once the walk returns)
+  for (std::uint32_t i = lo + mine * V; i < hi; ++i) f1(i, fast[i]);
+#else
+  (void)ring;
+  (void)R;
+  (void)mine;
+  entropy_lane_walk_vectors<W, 2>(fast, segs, segment_count, first, lo, hi, fv, f1);
+#endif
+}
+
 // f(i, bits) for every element, in order (entropy_lane_walk_vectors, element by element).
 template <class W, unsigned D = 4, class F>
 SPARSESYNC_DEVICE void entropy_lane_walk(const W* fast, const resolved_segment* segs, std::uint32_t segment_count, std::uint64_t first,
