@@ -7,6 +7,12 @@
 //           coal    lane l reads vector (step 32 + l) (a warp reads 512 contiguous bytes per load)
 //           async   as range, but each lane keeps D vectors in flight with cp.async into a shared-memory ring
 //                   (D * 512 bytes a warp) instead of registers
+//           xpose   as range, but the warp fetches by cp.async in rounds of P vectors a lane, P lanes taking one
+//                   lane's P contiguous vectors (16 / P lane ranges a load instruction, P * 16 contiguous bytes
+//                   each, where range has 32 ranges of 16 bytes), into a ring of S rounds (S * P * 512 bytes a
+//                   warp); each lane then reads its own vectors from shared memory (session 20)
+//   smem:   the counters' shared memory a warp: 18 KB (the decoder's class counters) or 11 KB (the placing kernel's
+//           and the size pass's), which with the ring sets the chunks an SM
 //   work:   sum     the words xor-ed (the loads alone)
 //           hist    + one 16-bit shared-memory atomic per element (the class histogram, walk 1)
 //           rank    + the atomic's old value read and tested against a bitmap (walk 2 of the decoder)
@@ -26,22 +32,25 @@
 
 namespace {
 
-enum class layout { range, skew, coal, async };
+enum class layout { range, skew, coal, async, xpose };
 enum class work { sum, hist, rank };
 
 constexpr unsigned chunk = 1u << 16, V = 8;  // BF16 elements per chunk and per 16-byte vector
 
 __device__ __forceinline__ unsigned ctr_at(unsigned x, unsigned lane) { return (x >> 1) * 32 + lane; }
 
-template <layout L, work Wk, unsigned D>
+// D: vectors ahead (range, skew, coal, async) or P (xpose); S: xpose's slots; CtrWords: the counters' words.
+template <layout L, work Wk, unsigned D, unsigned S = 1, unsigned CtrWords = 128 * 32 + 512>
 __global__ void __launch_bounds__(32) walk_kernel(const std::uint16_t* base, std::uint64_t numel, std::uint32_t* sink) {
-  __shared__ std::uint32_t ctr[128 * 32 + 512];  // 16 KB of counters + 2 KB (the codec's 18 KB per chunk)
-  __shared__ uint4 ring[L == layout::async ? D * 32 : 1];
+  // 16 KB of counters + 2 KB (the decoder's 18 KB per chunk), or 11 KB (the placing kernel's), classes folded in
+  __shared__ std::uint32_t ctr[CtrWords];
+  constexpr unsigned ctr_classes = (CtrWords - 512) / 32 * 2 < 256 ? (CtrWords - 512) / 32 * 2 : 256;
+  __shared__ uint4 ring[L == layout::async ? D * 32 : L == layout::xpose ? S * D * 32 : 1];
   const unsigned lane = threadIdx.x;
   const std::uint64_t first = std::uint64_t{blockIdx.x} * chunk;
   if (first >= numel) return;
   const std::uint32_t n = numel - first < chunk ? static_cast<std::uint32_t>(numel - first) : chunk;
-  for (unsigned i = lane; i < 128 * 32 + 512; i += 32) ctr[i] = 0;
+  for (unsigned i = lane; i < CtrWords; i += 32) ctr[i] = 0;
   __syncwarp();
   const std::uint16_t* b = base + first;
   std::uint32_t acc = 0;
@@ -49,12 +58,12 @@ __global__ void __launch_bounds__(32) walk_kernel(const std::uint16_t* base, std
     if constexpr (Wk == work::sum) {
       acc ^= bits + i;
     } else {
-      const unsigned x = (bits >> 7) & 0xffu;
+      const unsigned x = ((bits >> 7) & 0xffu) % ctr_classes;
       const unsigned sh = (x & 1u) * 16;
       const std::uint32_t old = atomicAdd(&ctr[ctr_at(x, lane)], 1u << sh);
       if constexpr (Wk == work::rank) {
         const std::uint32_t rk = (old >> sh) & 0xffffu;
-        if ((ctr[128 * 32 + ((rk >> 5) & 511u)] >> (rk & 31)) & 1u) acc += i;
+        if ((ctr[CtrWords - 512 + ((rk >> 5) & 511u)] >> (rk & 31)) & 1u) acc += i;
       }
     }
   };
@@ -85,6 +94,48 @@ __global__ void __launch_bounds__(32) walk_kernel(const std::uint16_t* base, std
 #pragma unroll
       for (unsigned u = 0; u < D; ++u) v[u] = w[u];
     }
+  } else if constexpr (L == layout::xpose) {
+    constexpr unsigned P = D, per = 32 / P;  // lanes a range takes, ranges a load instruction
+    const std::uint32_t R = (n + 32 * V - 1) / (32 * V) * V;
+    auto range_of = [&](unsigned l, std::uint32_t& lo, std::uint32_t& m) {
+      lo = l * R < n ? l * R : n;
+      const std::uint32_t hi = lo + R < n ? lo + R : n;
+      m = (hi - lo) / V;
+    };
+    std::uint32_t lo = 0, m = 0;
+    range_of(lane, lo, m);
+    const std::uint32_t rounds = (R / V + P - 1) / P;  // (uniform)
+    // Lane q fetches vector q % P of the round for ranges q / P + per * j.
+    std::uint32_t olo[P], om[P];
+#pragma unroll
+    for (unsigned j = 0; j < P; ++j) range_of(lane / P + per * j, olo[j], om[j]);
+    auto issue = [&](std::uint32_t r) {
+      const std::uint32_t v = r * P + lane % P;
+#pragma unroll
+      for (unsigned j = 0; j < P; ++j) {
+        if (r < rounds && v < om[j]) {
+          const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(&ring[((r % S) * P + lane % P) * 32 + lane / P + per * j]));
+          asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(b + olo[j] + v * V) : "memory");
+        }
+      }
+      asm volatile("cp.async.commit_group;" ::: "memory");
+    };
+#pragma unroll
+    for (unsigned u = 0; u + 1 < S; ++u) issue(u);
+    for (std::uint32_t r = 0; r < rounds; ++r) {
+      asm volatile("cp.async.wait_group %0;" ::"n"(S - 2) : "memory");
+      __syncwarp();  // (the round's vectors were fetched by other lanes; the slot refilled below was read by all)
+      uint4 v[P];
+#pragma unroll
+      for (unsigned u = 0; u < P; ++u) v[u] = ring[((r % S) * P + u) * 32 + lane];
+      issue(r + S - 1);
+#pragma unroll
+      for (unsigned u = 0; u < P; ++u)
+        if (r * P + u < m) vec(lo + (r * P + u) * V, v[u]);
+    }
+    asm volatile("cp.async.wait_all;" ::: "memory");
+    const std::uint32_t hi = lo + R < n ? lo + R : n;
+    for (std::uint32_t i = lo + m * V; i < hi; ++i) element(i, b[i]);
   } else if constexpr (L == layout::async) {
     const std::uint32_t R = (n + 32 * V - 1) / (32 * V) * V;
     const std::uint32_t lo = lane * R < n ? lane * R : n;
@@ -133,7 +184,7 @@ __global__ void __launch_bounds__(32) walk_kernel(const std::uint16_t* base, std
     for (; i < hi; ++i) element(i, b[i]);
   }
   __syncwarp();
-  acc += ctr[ctr_at((lane * 7) & 0xffu, lane) + (acc & 1u)];  // (every variant keeps its 18 KB)
+  acc += ctr[ctr_at((lane * 7) % ctr_classes, lane) + (acc & 1u)];  // (every variant keeps its counters' memory)
   atomicAdd(sink, acc);
 }
 
@@ -175,17 +226,33 @@ float time_ms(F&& f, int reps) {
   return ms / reps;
 }
 
-const char* name(layout l) { return l == layout::range ? "range" : l == layout::skew ? "skew" : l == layout::coal ? "coal" : "async"; }
+const char* name(layout l) { return l == layout::range ? "range" : l == layout::skew ? "skew" : l == layout::coal ? "coal" : l == layout::async ? "async" : "xpose"; }
 const char* name(work w) { return w == work::sum ? "sum" : w == work::hist ? "hist" : "rank"; }
 
-template <layout L, work Wk, unsigned D>
+template <layout L, work Wk, unsigned D, unsigned S = 1, unsigned CtrWords = 128 * 32 + 512>
 void run(const std::uint16_t* base, std::uint64_t numel, std::uint32_t* sink, int reps, float floor_ms) {
   const unsigned blocks = static_cast<unsigned>((numel + chunk - 1) / chunk);
-  const float ms = time_ms([&] { walk_kernel<L, Wk, D><<<blocks, 32>>>(base, numel, sink); }, reps);
+  // One launch alone first: the lane-range variants (range, async, xpose) of a work must leave the same sum (each
+  // lane visits its range's elements once, in order); coal and skew walk other ranges.
+  CHECK(cudaMemset(sink, 0, 4));
+  walk_kernel<L, Wk, D, S, CtrWords><<<blocks, 32>>>(base, numel, sink);
+  std::uint32_t once = 0;
+  CHECK(cudaMemcpy(&once, sink, 4, cudaMemcpyDeviceToHost));
+  static std::uint32_t reference[3][2] = {};
+  static bool seen[3][2] = {};
+  const int wi = static_cast<int>(Wk), ci = CtrWords == 128 * 32 + 512 ? 0 : 1;
+  if (L == layout::coal || L == layout::skew) {
+  } else if (!seen[wi][ci]) {
+    seen[wi][ci] = true;
+    reference[wi][ci] = once;
+  } else if (once != reference[wi][ci]) {
+    std::printf("{\"error\": \"%s %s depth %u slots %u: sum %u, expected %u\"}\n", name(L), name(Wk), D, S, once, reference[wi][ci]);
+  }
+  const float ms = time_ms([&] { walk_kernel<L, Wk, D, S, CtrWords><<<blocks, 32>>>(base, numel, sink); }, reps);
   int per_sm = 0;
-  CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, walk_kernel<L, Wk, D>, 32, 0));
-  std::printf("{\"layout\": \"%s\", \"work\": \"%s\", \"depth\": %u, \"ms\": %.3f, \"x_floor\": %.2f, \"chunks_per_sm\": %d}\n", name(L),
-              name(Wk), D, ms, ms / floor_ms, per_sm);
+  CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, walk_kernel<L, Wk, D, S, CtrWords>, 32, 0));
+  std::printf("{\"layout\": \"%s\", \"work\": \"%s\", \"depth\": %u, \"slots\": %u, \"counter_kb\": %u, \"ms\": %.3f, \"x_floor\": %.2f, \"chunks_per_sm\": %d}\n",
+              name(L), name(Wk), D, S, CtrWords * 4 / 1024, ms, ms / floor_ms, per_sm);
   std::fflush(stdout);
 }
 
@@ -224,6 +291,22 @@ int main(int argc, char** argv) {
   run<layout::async, work::hist, 16>(base, numel, sink, reps, floor_ms);
   run<layout::async, work::rank, 8>(base, numel, sink, reps, floor_ms);
   run<layout::async, work::rank, 16>(base, numel, sink, reps, floor_ms);
+  // Session 20: the transposed fetch, beside range at the same counters (18 KB, then the placing kernel's 11 KB).
+  constexpr unsigned small = 64 * 16 + 512 + 1212;  // 64 groups of 16-bit lane counters, the bitmap, the rest: ~11 KB
+  run<layout::range, work::rank, 2, 1, small>(base, numel, sink, reps, floor_ms);
+  run<layout::xpose, work::sum, 2, 3>(base, numel, sink, reps, floor_ms);
+  run<layout::xpose, work::hist, 2, 3>(base, numel, sink, reps, floor_ms);
+  run<layout::xpose, work::rank, 2, 3>(base, numel, sink, reps, floor_ms);
+  run<layout::xpose, work::rank, 2, 3, small>(base, numel, sink, reps, floor_ms);
+  run<layout::xpose, work::rank, 2, 2, small>(base, numel, sink, reps, floor_ms);
+  run<layout::xpose, work::rank, 4, 2, small>(base, numel, sink, reps, floor_ms);
+  run<layout::xpose, work::rank, 4, 3, small>(base, numel, sink, reps, floor_ms);
+  run<layout::xpose, work::rank, 8, 2, small>(base, numel, sink, reps, floor_ms);
+  run<layout::xpose, work::hist, 4, 2>(base, numel, sink, reps, floor_ms);
+  run<layout::xpose, work::hist, 4, 3>(base, numel, sink, reps, floor_ms);
+  run<layout::xpose, work::hist, 8, 2>(base, numel, sink, reps, floor_ms);
+  run<layout::range, work::hist, 4, 1, small>(base, numel, sink, reps, floor_ms);
+  run<layout::xpose, work::hist, 4, 3, small>(base, numel, sink, reps, floor_ms);
   CHECK(cudaFree(base));
   return 0;
 }
