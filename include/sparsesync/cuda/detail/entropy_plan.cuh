@@ -42,10 +42,13 @@ struct entropy_plan_scratch {
 
 // How the size pass counts a chunk's classes and ranks (entropy_plan_kernel's Mode):
 //  - bytes: chunks of at most 2^16 elements, the class histogram in bytes (entropy_byte_histogram) and the ranks
-//    in 16-bit lane counters for at most entropy_plan_byte_groups groups, all in 8 KB: 10.5 KB a warp for BF16
+//    in 32-bit lane counters for at most entropy_plan_byte_groups groups, all in 8 KB: 10.5 KB a warp for BF16
 //    and at most 96 registers, so 20 chunks are in flight per SM instead of 12 (session 16, call A, H100, 7e9 BF16
 //    at 0.72%: encode 38.5 -> 36.2 ms). A chunk with more groups (random bit patterns: the real RL stream's chunks
-//    have 14-16) is marked and left to the next pass;
+//    have 14-16) is marked and left to the next pass. Whole-word counters: a rank is the atomic's old value as it
+//    is, where 16-bit halves took five instructions an element for the word, the half and the extraction, and the
+//    extraction, hoisted above the walk's test for a change, made each vector wait for its eight atomics (the
+//    SASS, session 20);
 //  - deferred: the chunks the bytes pass left, with 16-bit lane counters for every class (18 KB a warp);
 //  - wide: chunks longer than 2^16, 32-bit lane counters.
 enum class entropy_plan_mode { bytes, deferred, wide };
@@ -53,7 +56,10 @@ enum class entropy_plan_mode { bytes, deferred, wide };
 inline constexpr std::uint32_t entropy_plan_left = ~std::uint32_t{0};
 
 template <class W>
-inline constexpr unsigned entropy_plan_byte_groups = entropy_params::class_count<W> < 128 ? entropy_params::class_count<W> : 128u;
+inline constexpr unsigned entropy_plan_byte_groups = entropy_params::class_count<W> < 64 ? entropy_params::class_count<W> : 64u;
+// The ranks' lane counters: whole words in the bytes pass (see above), 16-bit halves in the others.
+template <entropy_plan_mode Mode>
+inline constexpr bool entropy_plan_narrow_ranks = Mode == entropy_plan_mode::deferred;
 
 // The size pass's shared memory. The per-group slot tables of step 5 (cursor, next_rank) reuse the counters'
 // words once the ranks are final.
@@ -63,7 +69,7 @@ struct entropy_warp_smem {
   static constexpr bool narrow = Mode != entropy_plan_mode::wide;
   static constexpr unsigned max3(unsigned a, unsigned b, unsigned c) { return a > b ? (a > c ? a : c) : (b > c ? b : c); }
   static constexpr unsigned words = Mode == entropy_plan_mode::bytes
-                                        ? max3(entropy_byte_histogram::words(K), entropy_lane_counters<true>::words(entropy_plan_byte_groups<W>), 2 * K)
+                                        ? max3(entropy_byte_histogram::words(K), entropy_lane_counters<false>::words(entropy_plan_byte_groups<W>), 2 * K)
                                         : max3(entropy_lane_counters<narrow>::words(K), 2 * K, 0);
   std::uint32_t cnt[words];
   std::uint32_t size[K];      // class histogram, then group sizes
@@ -115,9 +121,8 @@ template <class W, class P, entropy_plan_mode Mode>
 SPARSESYNC_KERNEL void __launch_bounds__(32, Mode == entropy_plan_mode::bytes ? 20 : 1) entropy_plan_kernel(chunk_pass_params p, entropy_plan_scratch e) {
   constexpr unsigned K = entropy_params::class_count<W>;
   constexpr unsigned wbits = 8 * sizeof(W);
-  constexpr bool narrow = Mode != entropy_plan_mode::wide;
   __shared__ entropy_warp_smem<W, Mode> s;
-  const entropy_lane_counters<narrow> ctr{s.cnt};
+  const entropy_lane_counters<entropy_plan_narrow_ranks<Mode>> ctr{s.cnt};
   const std::uint32_t c = blockIdx.x;
   const unsigned lane = lane_id();
   if (c >= p.chunk_count || p.ctr->allocated > p.capacity) return;
