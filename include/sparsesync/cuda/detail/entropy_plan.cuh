@@ -66,10 +66,10 @@ inline constexpr bool entropy_plan_narrow_ranks = Mode == entropy_plan_mode::def
 template <class W, entropy_plan_mode Mode>
 struct entropy_warp_smem {
   static constexpr unsigned K = entropy_params::class_count<W>;
-  static constexpr bool narrow = Mode != entropy_plan_mode::wide;
+  static constexpr bool narrow = entropy_plan_narrow_ranks<Mode>;
   static constexpr unsigned max3(unsigned a, unsigned b, unsigned c) { return a > b ? (a > c ? a : c) : (b > c ? b : c); }
   static constexpr unsigned words = Mode == entropy_plan_mode::bytes
-                                        ? max3(entropy_byte_histogram::words(K), entropy_lane_counters<false>::words(entropy_plan_byte_groups<W>), 2 * K)
+                                        ? max3(entropy_byte_histogram::words(K), entropy_lane_counters<narrow>::words(entropy_plan_byte_groups<W>), 2 * K)
                                         : max3(entropy_lane_counters<narrow>::words(K), 2 * K, 0);
   std::uint32_t cnt[words];
   std::uint32_t size[K];      // class histogram, then group sizes
@@ -122,7 +122,7 @@ SPARSESYNC_KERNEL void __launch_bounds__(32, Mode == entropy_plan_mode::bytes ? 
   constexpr unsigned K = entropy_params::class_count<W>;
   constexpr unsigned wbits = 8 * sizeof(W);
   __shared__ entropy_warp_smem<W, Mode> s;
-  const entropy_lane_counters<entropy_plan_narrow_ranks<Mode>> ctr{s.cnt};
+  const entropy_lane_counters<entropy_warp_smem<W, Mode>::narrow> ctr{s.cnt};
   const std::uint32_t c = blockIdx.x;
   const unsigned lane = lane_id();
   if (c >= p.chunk_count || p.ctr->allocated > p.capacity) return;

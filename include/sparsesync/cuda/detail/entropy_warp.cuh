@@ -175,7 +175,7 @@ SPARSESYNC_DEVICE void entropy_lane_walk_staged(uint4* ring, const W* fast, cons
       }
     }
   }
-  asm volatile("cp.async.wait_all;\n" ::: "memory");
+  entropy_fetches_done();
   __syncwarp();  // (no copy is left to land in the ring once the walk returns)
   for (std::uint32_t i = lo + mine * V; i < hi; ++i) f1(i, fast[i]);
 #else
