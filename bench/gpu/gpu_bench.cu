@@ -21,6 +21,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <limits>
 #include <optional>
 #include <stdexcept>
 #include <cstdio>
@@ -216,13 +217,18 @@ struct enc_cfg {
 // Detect-kernel tunings compared in the same run (kernels templated on a policy get hidden visibility, which
 // needs external linkage: not in the anonymous namespace).
 namespace bench_policies {
-template <int T, int I, int B>
+template <int T, int I, int B, int S = 0>
 struct pol {
   static constexpr int detect_threads = T;
   static constexpr int detect_iters = I;
   static constexpr int detect_min_blocks = B;
+  static constexpr int detect_stages = S;
   static constexpr int chunk_threads = 128;
 };
+
+// The first variant's findings, which the others must match (reset per size and density).
+bool g_ref_set = false;
+std::uint64_t g_ref_changes = 0, g_ref_delta = 0;
 
 // Times only resolve + detect (the pass that reads the weights) for BF16 with policy P.
 // TilesPerBlock 0: the library's grid (detect_grid); n: ceil(tiles / n) blocks, each taking tiles grid-stride.
@@ -248,7 +254,22 @@ double time_detect(const sc::device_bucket& b, const void* const* d_base, const 
   CK(cudaGetLastError());
   std::uint64_t allocated = 0;
   CK(cudaMemcpy(&allocated, &l.ctr->allocated, 8, cudaMemcpyDeviceToHost));
+  // What every tuning must find alike: the changes counted per tile and the sum of their checksum deltas (which
+  // reads each change's position, old and new bits). The first variant's are the reference.
+  std::vector<std::uint32_t> cnt(l.num_tiles);
+  std::uint64_t delta[sc::detail::hash_slots];
+  CK(cudaMemcpy(cnt.data(), l.tile_cnt, 4 * l.num_tiles, cudaMemcpyDeviceToHost));
+  CK(cudaMemcpy(delta, l.ctr->delta, sizeof delta, cudaMemcpyDeviceToHost));
+  std::uint64_t changes = 0, dsum = 0;
+  for (auto c : cnt) changes += c;
+  for (auto v : delta) dsum += v;
   CK(cudaFree(tmp));
+  if (!g_ref_set) g_ref_set = true, g_ref_changes = changes, g_ref_delta = dsum;
+  if (changes != g_ref_changes || dsum != g_ref_delta) {
+    std::printf("!! detect variant found %llu changes (reference %llu) or other checksum deltas: FAILED\n",
+                static_cast<unsigned long long>(changes), static_cast<unsigned long long>(g_ref_changes));
+    return std::numeric_limits<double>::quiet_NaN();
+  }
   return allocated > cfg.max_changes ? -t : t;  // negative: the scratch was too small (the timing is void)
 }
 }  // namespace bench_policies
@@ -390,19 +411,33 @@ int main(int argc, char** argv) {
           const char* name;
           double (*fn)(const sc::device_bucket&, const void* const*, const void* const*, const sc::encode_config&, int, bool);
         };
-        const variant vs[] = {{"128x4 min4 (default, known base)", &bp::time_detect<sc::default_policy::detect_known>},
-                              {"128x4 min4, 1 tile per block (before session 12)", &bp::time_detect<sc::default_policy::detect_known, 1>},
-                              {"128x4 min4, 2 tiles per block", &bp::time_detect<sc::default_policy::detect_known, 2>},
-                              {"128x4 min4, 4 tiles per block", &bp::time_detect<sc::default_policy::detect_known, 4>},
-                              {"128x4 min4, 16 tiles per block", &bp::time_detect<sc::default_policy::detect_known, 16>},
+        bp::g_ref_set = false;
+        const variant vs[] = {{"128x4 min4, no ring (reference)", &bp::time_detect<bp::pol<128, 4, 4>>},
+                              {"default, known base", &bp::time_detect<sc::default_policy::detect_known>},
+                              {"128x4 min4, 1 tile per block (before session 12)", &bp::time_detect<bp::pol<128, 4, 4>, 1>},
+                              {"128x4 min4, 2 tiles per block", &bp::time_detect<bp::pol<128, 4, 4>, 2>},
+                              {"128x4 min4, 4 tiles per block", &bp::time_detect<bp::pol<128, 4, 4>, 4>},
+                              {"128x4 min4, 16 tiles per block", &bp::time_detect<bp::pol<128, 4, 4>, 16>},
                               {"256x2 min4 (default, base hashed)", &bp::time_detect<sc::default_policy::detect_hashed>},
                               {"128x2 min8", &bp::time_detect<bp::pol<128, 2, 8>>},
                               {"128x4 min8", &bp::time_detect<bp::pol<128, 4, 8>>},
-                              {"64x4 min12", &bp::time_detect<bp::pol<64, 4, 12>>}};
+                              {"64x4 min12", &bp::time_detect<bp::pol<64, 4, 12>>},
+                              {"128x4 min4, ring of 2", &bp::time_detect<bp::pol<128, 4, 4, 2>>},
+                              {"128x4 min4, ring of 2, 16 tiles per block", &bp::time_detect<bp::pol<128, 4, 4, 2>, 16>},
+                              {"128x4 min4, ring of 2, 4 tiles per block", &bp::time_detect<bp::pol<128, 4, 4, 2>, 4>},
+                              {"128x2 min4, ring of 3", &bp::time_detect<bp::pol<128, 2, 4, 3>>},
+                              {"128x2 min4, ring of 4", &bp::time_detect<bp::pol<128, 2, 4, 4>>},
+                              {"128x2 min8, ring of 2", &bp::time_detect<bp::pol<128, 2, 8, 2>>},
+                              {"256x2 min4, ring of 2", &bp::time_detect<bp::pol<256, 2, 4, 2>>},
+                              {"256x1 min4, ring of 4", &bp::time_detect<bp::pol<256, 1, 4, 4>>}};
         for (const auto& v : vs) {
           for (int hash = 0; hash < 2; ++hash) {
             const double t = v.fn(tmp_plan.bucket(), reinterpret_cast<const void* const*>(d_base_ptr),
                                   reinterpret_cast<const void* const*>(d_target_ptr), cfg, reps, hash);
+            if (t != t) {  // the variant's findings differ from the first's
+              emit(s("kind", "detect") + "," + s("policy", v.name) + "," + f("hash_base", hash) + "," + f("n", n) + "," + f("failed", 1));
+              continue;
+            }
             row(std::string("detect only ") + v.name, t, n / t / 1e6, 4.0 * n / t / 1e6, hash ? "base hashed" : "known base");
             emit(s("kind", "detect") + "," + s("policy", v.name) + "," + f("hash_base", hash) + "," + f("n", n) + "," +
                  f("density", dens) + "," + f("ms", t) + "," + f("gels", n / t / 1e6) + "," + f("share_memcpy", 4.0 * n / t / 1e6 / copy_gbs));

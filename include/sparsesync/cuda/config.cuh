@@ -67,13 +67,22 @@ namespace cuda {
 // Tuning of the change-detection kernel (one per mode, see tuning_policy): a block of `detect_threads`
 // threads reads `detect_iters` 16-byte vectors per thread of each copy per tile (tile = threads x iters x 16
 // bytes of each copy, at most 2^16 elements so that tile-relative positions fit 16 bits), asking the compiler
-// for `detect_min_blocks` resident blocks per SM.
+// for `detect_min_blocks` resident blocks per SM. Optional: `detect_stages` (0 when absent), the tiles a block
+// keeps in a shared-memory ring: with S >= 2 the next S - 1 tiles of both copies are copied in (cp.async) while
+// the block works on the current one, instead of each tile's loads waiting before its work.
+template <class D>
+inline constexpr int detect_stages_v = [] {
+  if constexpr (requires { D::detect_stages; }) return static_cast<int>(D::detect_stages);
+  else return 0;
+}();
+
 template <class D>
 concept detect_tuning = requires {
   { D::detect_threads } -> std::convertible_to<int>;
   { D::detect_iters } -> std::convertible_to<int>;
   { D::detect_min_blocks } -> std::convertible_to<int>;
-} && (D::detect_threads % 32 == 0) && (D::detect_threads <= 1024) && (D::detect_iters >= 1) && (D::detect_iters <= 4);
+} && (D::detect_threads % 32 == 0) && (D::detect_threads <= 1024) && (D::detect_iters >= 1) && (D::detect_iters <= 4) &&
+                        (detect_stages_v<D> == 0 || (detect_stages_v<D> >= 2 && detect_stages_v<D> <= 4));
 
 // A tuning policy: detect tunings for the incremental path (known base checksum: only changes are hashed) and
 // for the full path (every base element hashed: more arithmetic per byte), and the block size of the
@@ -83,17 +92,20 @@ concept tuning_policy = detect_tuning<typename P::detect_known> && detect_tuning
   { P::chunk_threads } -> std::convertible_to<int>;
 } && (P::chunk_threads % 32 == 0) && (P::chunk_threads <= 1024);
 
-template <int Threads, int Iters, int MinBlocks>
+template <int Threads, int Iters, int MinBlocks, int Stages = 0>
 struct detect_config {
   static constexpr int detect_threads = Threads;
   static constexpr int detect_iters = Iters;
   static constexpr int detect_min_blocks = MinBlocks;
+  static constexpr int detect_stages = Stages;
 };
 
 // Hopper (sm_90, H100/H200), chosen by a sweep on an H100 (bench/results/gpu-*): incremental path 128 threads
-// x 4 vectors (8 KiB of each copy per tile), full path 256 x 2; 4 resident blocks per SM either way.
+// x 4 vectors (8 KiB of each copy per tile), full path 256 x 2; 4 resident blocks per SM either way. The
+// incremental path reads through a ring of 2 tiles (H200, 7e9 BF16 at 0.85%: 7.37 -> 6.86 ms against a 6.08 ms
+// read of both copies; gpu_bench's detect sweep, bench/results/gpu-test-runs/s21/callA).
 struct policy_sm90 {
-  using detect_known = detect_config<128, 4, 4>;
+  using detect_known = detect_config<128, 4, 4, 2>;
   using detect_hashed = detect_config<256, 2, 4>;
   static constexpr int chunk_threads = 128;
 };

@@ -12,6 +12,7 @@
 
 #include <sparsesync/codec/value_mode.hpp>
 #include <sparsesync/core/hash.hpp>
+#include <sparsesync/cuda/detail/cp_async.cuh>
 #include <sparsesync/cuda/types.cuh>
 
 #include <cub/block/block_scan.cuh>
@@ -140,6 +141,23 @@ SPARSESYNC_DEVICE void issue_fast_loads(const resolved_segment* segs, std::uint6
   }
 }
 
+// The copies of a fast tile (d.fast: whole, in one segment, both copies 16-byte aligned) into a ring stage: thread
+// t copies vectors it * Threads + t of both copies, the ones it reads back (detect_kernel's ring).
+template <class W, int Threads, int Iters>
+SPARSESYNC_DEVICE void issue_ring_loads(const resolved_segment* segs, std::uint64_t first, const tile_desc& d, uint4* ring_b,
+                                        uint4* ring_t) {
+  const resolved_segment& sg = segs[d.seg_lo];
+  const std::uint64_t rel = first - sg.bucket_first;
+  const auto* bp = reinterpret_cast<const uint4*>(static_cast<const W*>(sg.a) + rel);
+  const auto* tp = reinterpret_cast<const uint4*>(static_cast<const W*>(sg.b) + rel);
+#pragma unroll
+  for (int it = 0; it < Iters; ++it) {
+    const int slot = it * Threads + static_cast<int>(threadIdx.x);
+    cp_async16(ring_b + slot, bp + slot);
+    cp_async16(ring_t + slot, tp + slot);
+  }
+}
+
 // Calls visit(it, k, flat_index) for each valid element of a fast tile whose loads were issued.
 template <class W, int Threads, int Iters, class Visit>
 SPARSESYNC_DEVICE void visit_fast_tile(const resolved_segment* segs, std::uint64_t first, std::uint32_t n, const tile_desc& d, Visit&& visit) {
@@ -254,6 +272,11 @@ inline unsigned detect_grid(std::uint64_t num_tiles) {
 // its rank, then the changes are processed compacted, thread i taking change i: checksum deltas (no divergence: a
 // warp never hashes for one changed lane while 31 wait) and coalesced scratch writes. The checksum partial sums
 // are reduced once per block. Shared memory per block: room for every element of a tile changing.
+//
+// With a ring (detect_stages_v<P> = S >= 2) the block's next S - 1 fast tiles are in flight into shared memory
+// while it works on this one: without it each tile's loads were waited for before its work, and a block kept
+// bytes in flight only part of the time (7.26 ms for 7e9 BF16 on an H200 against a 6.2 ms read, session 20).
+// The ring then also holds the old and new bits that the compacted pass reads back at each change's position.
 template <class W, class P, bool HashBase>
 SPARSESYNC_KERNEL void __launch_bounds__(P::detect_threads, P::detect_min_blocks) detect_kernel(detect_params p) {
   constexpr int threads = P::detect_threads;
@@ -261,13 +284,22 @@ SPARSESYNC_KERNEL void __launch_bounds__(P::detect_threads, P::detect_min_blocks
   constexpr int vec = 16 / static_cast<int>(sizeof(W));
   constexpr int tile_max = threads * iters * vec;
   using scan_t = cub::BlockScan<std::uint64_t, threads>;
-  static_assert(sizeof(typename scan_t::TempStorage) + tile_max * (2 + 2 * sizeof(W)) + 16 * threads / 32 + 8 <= 48 * 1024,
-                "sparsesync: detect tile too large for static shared memory; lower detect_iters or detect_threads");
+  // The ring where it fits in static shared memory beside the positions (not for 1-byte words: 2^13-element tiles).
+  constexpr bool ring_fits = sizeof(typename scan_t::TempStorage) + tile_max * 2 + detect_stages_v<P> * 2 * 16 * threads * iters +
+                                 16 * threads / 32 + 8 <= 48 * 1024;
+  constexpr int stages = ring_fits ? detect_stages_v<P> : 0;
+  constexpr bool ringed = stages > 0;
+  constexpr int staged = ringed ? 1 : tile_max;               // old and new bits staged per change (else read from the ring)
+  constexpr int ring_vectors = ringed ? threads * iters : 1;  // 16-byte vectors of one copy of a tile
+  static_assert(sizeof(typename scan_t::TempStorage) + tile_max * 2 + staged * 2 * sizeof(W) + (ringed ? stages * 2 * 16 * ring_vectors : 0) +
+                        16 * threads / 32 + 8 <= 48 * 1024,
+                "sparsesync: detect tile too large for static shared memory; lower detect_iters, detect_threads or detect_stages");
   __shared__ typename scan_t::TempStorage scan_tmp;
   // The tile's changes in order: tile-relative position, old and new bits (room for every element).
   __shared__ std::uint16_t s_pos[tile_max];
-  __shared__ W s_old[tile_max];
-  __shared__ W s_new[tile_max];
+  __shared__ W s_old[staged];
+  __shared__ W s_new[staged];
+  __shared__ uint4 s_ring[ringed ? stages : 1][2][ring_vectors];  // per stage: the base's vectors, then the target's
   __shared__ std::uint64_t s_warp[2][threads / 32];
   __shared__ std::uint64_t s_off;
 
@@ -279,11 +311,51 @@ SPARSESYNC_KERNEL void __launch_bounds__(P::detect_threads, P::detect_min_blocks
   std::uint64_t base_sum = 0, delta_sum = 0;
 
   uint4 b[iters], t[iters];
+  // The ring: tiles blockIdx.x + j * gridDim.x (j < stages - 1) described and, when fast, in flight; one commit
+  // group per tile, empty for a slow one, so that a wait counts tiles.
+  tile_desc ahead[ringed ? stages - 1 : 1];
+  const auto describe_at = [&](auto tl) {
+    const std::uint64_t f = tl << p.tile_log2;
+    return describe_tile<W>(p.segments, p.segment_count, true, f, static_cast<std::uint32_t>(p.numel - f < tile_elems ? p.numel - f : tile_elems),
+                            tile_elems);
+  };
+  const auto prefetch = [&](auto tl, unsigned stage) -> tile_desc {  // (generic: instantiated only with the ring)
+    tile_desc dn{0, 0, false};
+    if (tl < num_tiles) {
+      dn = describe_at(tl);
+      if (dn.fast) issue_ring_loads<W, threads, iters>(p.segments, tl << p.tile_log2, dn, s_ring[stage][0], s_ring[stage][1]);
+    }
+    cp_async_commit();
+    return dn;
+  };
+  if constexpr (ringed) {
+#pragma unroll
+    for (int j = 0; j < stages - 1; ++j) ahead[j] = prefetch(blockIdx.x + static_cast<std::uint64_t>(j) * gridDim.x, static_cast<unsigned>(j));
+  }
+  unsigned stage = 0;  // the ring's stage of this tile
   for (std::uint64_t tile = blockIdx.x; tile < num_tiles; tile += gridDim.x) {
     const std::uint64_t first = tile << p.tile_log2;
     const std::uint32_t n = static_cast<std::uint32_t>(p.numel - first < tile_elems ? p.numel - first : tile_elems);
-    const tile_desc d = describe_tile<W>(p.segments, p.segment_count, true, first, n, tile_elems);
-    if (d.fast) issue_fast_loads<W, threads, iters, true>(p.segments, first, n, d, b, t);
+    tile_desc d;
+    if constexpr (ringed) {
+      d = ahead[0];
+#pragma unroll
+      for (int j = 0; j + 1 < stages - 1; ++j) ahead[j] = ahead[j + 1];
+      const unsigned last = stage + stages - 1 < stages ? stage + stages - 1 : stage - 1;  // (stage + stages - 1) % stages
+      ahead[stages - 2] = prefetch(tile + static_cast<std::uint64_t>(stages - 1) * gridDim.x, last);
+      cp_async_wait<stages - 1>();  // this tile's copies (the thread's own) have landed
+      if (d.fast) {
+#pragma unroll
+        for (int it = 0; it < iters; ++it) {
+          const int slot = it * threads + static_cast<int>(threadIdx.x);
+          b[it] = s_ring[stage][0][slot];
+          t[it] = s_ring[stage][1][slot];
+        }
+      }
+    } else {
+      d = describe_tile<W>(p.segments, p.segment_count, true, first, n, tile_elems);
+      if (d.fast) issue_fast_loads<W, threads, iters, true>(p.segments, first, n, d, b, t);
+    }
     std::uint64_t mask = 0;
     const auto visit = [&](int it, int k, std::uint64_t flat) {
       const W bw = vec_get<W>(b[it], k), tw = vec_get<W>(t[it], k);
@@ -299,6 +371,14 @@ SPARSESYNC_KERNEL void __launch_bounds__(P::detect_threads, P::detect_min_blocks
       visit_fast_tile<W, threads, iters>(p.segments, first, n, d, visit);
     } else {
       load_slow_tile<W, threads, iters, true>(p.segments, first, n, d, b, t, visit);
+      if constexpr (ringed) {  // where the compacted pass reads the bits back
+#pragma unroll
+        for (int it = 0; it < iters; ++it) {
+          const int slot = it * threads + static_cast<int>(threadIdx.x);
+          s_ring[stage][0][slot] = b[it];
+          s_ring[stage][1][slot] = t[it];
+        }
+      }
     }
     // Rank the changes: counts per iteration packed in 16-bit fields, one block scan.
     std::uint64_t packed = 0;
@@ -327,13 +407,15 @@ SPARSESYNC_KERNEL void __launch_bounds__(P::detect_threads, P::detect_min_blocks
       for (std::uint64_t m = (mask >> (it * vec)) & vec_mask; m != 0; m &= m - 1) {
         const int k = __ffsll(static_cast<long long>(m)) - 1;
         s_pos[rank] = static_cast<std::uint16_t>(e0 + static_cast<std::uint32_t>(k));
-        s_old[rank] = vec_get<W>(b[it], k);
-        s_new[rank] = vec_get<W>(t[it], k);
+        if constexpr (!ringed) {
+          s_old[rank] = vec_get<W>(b[it], k);
+          s_new[rank] = vec_get<W>(t[it], k);
+        }
         ++rank;
       }
       base_rank += static_cast<std::uint32_t>((agg >> (16 * it)) & 0xFFFF);
     }
-    __syncthreads();  // staging and s_off are visible
+    __syncthreads();  // staging, s_off and the ring's stage (each thread waited for its own copies) are visible
 
     const std::uint64_t off = s_off;
     const bool store = total != 0 && off + padded <= p.capacity;
@@ -355,7 +437,14 @@ SPARSESYNC_KERNEL void __launch_bounds__(P::detect_threads, P::detect_min_blocks
     const std::uint64_t flat0 = d.fast ? p.segments[d.seg_lo].flat_first + (first - p.segments[d.seg_lo].bucket_first) : 0;
     for (std::uint32_t i = threadIdx.x; i < total; i += threads) {
       const std::uint32_t pos = s_pos[i];
-      const W ow = s_old[i], nw = s_new[i];
+      W ow, nw;
+      if constexpr (ringed) {
+        ow = reinterpret_cast<const W*>(s_ring[stage][0])[pos];
+        nw = reinterpret_cast<const W*>(s_ring[stage][1])[pos];
+      } else {
+        ow = s_old[i];
+        nw = s_new[i];
+      }
       std::uint64_t flat = flat0 + pos;
       if (!d.fast) {
         const resolved_segment& sg = p.segments[find_segment(p.segments, d.seg_lo, d.seg_hi + 1, first + pos)];
@@ -373,8 +462,10 @@ SPARSESYNC_KERNEL void __launch_bounds__(P::detect_threads, P::detect_min_blocks
       p.out_pos[off + total + threadIdx.x] = 0;
       vals[off + total + threadIdx.x] = 0;
     }
-    __syncthreads();  // the next tile reuses the shared staging
+    __syncthreads();  // the next tile reuses the shared staging; the next prefetch refills this tile's stage
+    if constexpr (ringed) stage = stage + 1 < stages ? stage + 1 : 0;
   }
+  if constexpr (ringed) cp_async_wait<0>();  // (the prefetches past the last tile are empty groups)
 
   // Both checksum partial sums in one reduction.
   const std::uint64_t bs = warp_sum(base_sum), ds = warp_sum(delta_sum);
