@@ -975,6 +975,44 @@ TEST_CASE("an encoder without a device twin (encoder_table's gpu column): GPU en
   }
 }
 
+TEST_CASE("GPU apply launches only the decoders of the encoder the frame's header names, and refuses a frame that names another") {
+  std::mt19937_64 rng(77);
+  model_layout layout({{"a", dtype::bf16, {30000}}, {"b", dtype::bf16, {4100}}});
+  host_model base(layout), target(layout);
+  fill_pair_any(dtype::bf16, base, target, rng, 0.02);
+  const bucket_plan plan{dtype::bf16, {{0, 0, 30000}, {1, 0, 4100}}};
+  for (const encoder_id enc : {encoder_id::delta_varint, encoder_id::rice, encoder_id::entropy, encoder_id::bitmap}) {
+    device_model db(base), dt(target);
+    sc::encode_config cfg{enc, value_mode::ulp, 12};
+    sc::encode_plan p(layout, plan, cfg);
+    p.encode(db.cptrs(), dt.cptrs());
+    std::vector<unsigned char> head = download_frame(p);
+    head.resize(bucket_header_bytes);
+    REQUIRE(head[8] == static_cast<unsigned char>(enc));
+    for (const encoder_id named : {encoder_id::delta_varint, encoder_id::rice, encoder_id::entropy, encoder_id::bitmap}) {
+      INFO("frame of " << encoder_name(enc) << ", its header copy naming " << encoder_name(named));
+      // The plan reads the encoder from the header copy it is given (as a device link's receive brings it): only
+      // that encoder's kernels run. A copy that disagrees with the frame is refused on the device, weights untouched.
+      std::vector<unsigned char> copy = head;
+      copy[8] = static_cast<unsigned char>(named);
+      device_model dm(base);
+      sc::apply_plan ap(layout);
+      ap.begin();
+      ap.apply(p.frame(), p.frame_bytes(), dm.d_ptrs, copy);
+      const auto r = ap.result();
+      host_model got(layout);
+      dm.download(got);
+      if (named == enc) {
+        CHECK(r.status.ok());
+        CHECK(got.bytes == target.bytes);
+      } else {
+        CHECK(r.status.code() == errc::malformed);
+        CHECK(got.bytes == base.bytes);
+      }
+    }
+  }
+}
+
 TEST_CASE("GPU encode -> GPU apply round trip, and malformed frames are refused exactly when the host refuses") {
   std::mt19937_64 rng(2024);
   for (const dtype dtp : {dtype::bf16, dtype::f32, dtype::f8_e4m3}) {

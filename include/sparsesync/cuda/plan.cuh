@@ -592,6 +592,8 @@ class apply_plan {
     // Untrusted like the counts: a frame whose header lies is refused by the device before anything is written.
     frame_mode_ = hm[1] == static_cast<unsigned char>(value_mode::ulp) ? value_mode::ulp : value_mode::absolute;
     frame_encoder_ = hm[0];
+    // Only that encoder's decoders are launched; a frame whose header (on the device) names another is refused.
+    cfg_.encoder = frame_encoder_ >= 1 && frame_encoder_ <= detail::device_encoder_count ? frame_encoder_ : 0;
     const unsigned char* h = hm + 16;
     const std::uint64_t changed = std::min<std::uint64_t>({::sparsesync::detail::load_le<std::uint64_t>(h), 8ull * frame_bytes,
                                                            layout_.view().total_numel});

@@ -135,6 +135,11 @@ struct apply_config {
   // 2-byte dtypes they always travel in the staging list's upper bits; this adds a 4-byte array per staged
   // change for 4-byte dtypes.
   bool keep_old = false;
+  // The encoder (wire id) the frame names in its header, when the caller read it there (apply_plan does); 0:
+  // unknown. When set, only that encoder's sequential decoders are launched (7 of a verify's 16 launches are
+  // rice's and entropy's, which exit at once for another encoder's frame: a worker hands its frames on with fewer
+  // launches), and a frame whose header names another encoder is refused (errc::malformed).
+  std::uint8_t encoder = 0;
 };
 
 namespace detail {

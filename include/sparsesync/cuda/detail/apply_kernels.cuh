@@ -67,6 +67,7 @@ struct apply_params {
   // join (apply_finish_kernel), which runs in bucket order.
   bool unordered;
   std::uint32_t* entropy_state;  // per chunk: what the warp entropy decoder leaves for the values (entropy_decode.cuh)
+  std::uint8_t encoder;          // apply_config::encoder: the only encoder whose frames this launch decodes (0: any)
 };
 
 SPARSESYNC_DEVICE void fail(std::int32_t* status, errc e) { atomicCAS(status, 0, static_cast<std::int32_t>(e)); }
@@ -99,6 +100,7 @@ SPARSESYNC_DEVICE errc parse_header(const apply_params& p, bucket_info& I) {
   if (!p.commit_phase && !p.unordered && index != p.state->buckets) return errc::malformed;
   if (I.enc < 1 || I.enc > max_encoder_id) return errc::malformed;
   if (I.enc > device_encoder_count) return errc::unsupported;  // a host-only encoder (encoder_table's gpu column)
+  if (p.encoder != 0 && I.enc != p.encoder) return errc::malformed;  // not the encoder whose kernels were launched
   if (I.mode > 1) return errc::malformed;
   if (!is_valid(static_cast<sparsesync::dtype>(I.dtype))) return errc::malformed;
   if (I.log2_chunk < min_log2_chunk || I.log2_chunk > max_log2_chunk) return errc::malformed;

@@ -98,7 +98,10 @@ cudaError_t dispatch_apply(void* d_temp, std::size_t& temp_bytes, const device_l
   const bool commit = phase != apply_phase::verify && !unordered;
   const apply_params p{d_frame,      frame_bytes, layout,      d_model,     d_state,     l.info,      l.segs,      l.seg_cap,
                        l.chunk_off,  l.chunk_cap, l.change_off, l.stage_pos, l.stage_val, l.stage_old, l.stage_cap, commit,
-                       !cfg.known_base, unordered, l.entropy_state};
+                       !cfg.known_base, unordered, l.entropy_state, cfg.encoder};
+  // Which sequential decoders to launch: all (each exits at once for another encoder's frame) or the one cfg
+  // names. The warp decoder always runs: it also takes every chunk's payload checksum share.
+  const auto decodes = [&](encoder_id e) { return cfg.encoder == 0 || cfg.encoder == static_cast<std::uint8_t>(e); };
   const int decode_blocks = persistent_blocks(decode_threads);
   const int process_blocks = persistent_blocks(process_threads);
   const int hash_blocks = persistent_blocks(P::detect_hashed::detect_threads);
@@ -129,20 +132,24 @@ cudaError_t dispatch_apply(void* d_temp, std::size_t& temp_bytes, const device_l
     else
       apply_decode_kernel<true><<<decode_blocks, decode_threads, 0, stream>>>(p);
     SPARSESYNC_CUDA_LAUNCH_CHECK(stream);
-    apply_rice_kernel<P><<<decode_blocks, decode_threads, 0, stream>>>(p);
-    SPARSESYNC_CUDA_LAUNCH_CHECK(stream);
-    apply_entropy_alone_kernel<P><<<entropy_alone_blocks<P>(), entropy_warp_threads, 0, stream>>>(p);
-    SPARSESYNC_CUDA_LAUNCH_CHECK(stream);
-    apply_entropy_warp_kernel<P><<<entropy_warp_blocks<P>(), entropy_warp_threads, 0, stream>>>(p);
-    SPARSESYNC_CUDA_LAUNCH_CHECK(stream);
-    apply_entropy_parse_kernel<P><<<decode_blocks, decode_threads, 0, stream>>>(p);
-    SPARSESYNC_CUDA_LAUNCH_CHECK(stream);
-    apply_entropy_place_kernel<P><<<entropy_place_blocks<P>(), entropy_warp_threads, 0, stream>>>(p);
-    SPARSESYNC_CUDA_LAUNCH_CHECK(stream);
-    apply_entropy_values_kernel<P><<<decode_blocks, decode_threads, 0, stream>>>(p);
-    SPARSESYNC_CUDA_LAUNCH_CHECK(stream);
-    apply_entropy_check_kernel<P><<<persistent_blocks(32 * entropy_check_warps), 32 * entropy_check_warps, 0, stream>>>(p);
-    SPARSESYNC_CUDA_LAUNCH_CHECK(stream);
+    if (decodes(encoder_id::rice)) {
+      apply_rice_kernel<P><<<decode_blocks, decode_threads, 0, stream>>>(p);
+      SPARSESYNC_CUDA_LAUNCH_CHECK(stream);
+    }
+    if (decodes(encoder_id::entropy)) {
+      apply_entropy_alone_kernel<P><<<entropy_alone_blocks<P>(), entropy_warp_threads, 0, stream>>>(p);
+      SPARSESYNC_CUDA_LAUNCH_CHECK(stream);
+      apply_entropy_warp_kernel<P><<<entropy_warp_blocks<P>(), entropy_warp_threads, 0, stream>>>(p);
+      SPARSESYNC_CUDA_LAUNCH_CHECK(stream);
+      apply_entropy_parse_kernel<P><<<decode_blocks, decode_threads, 0, stream>>>(p);
+      SPARSESYNC_CUDA_LAUNCH_CHECK(stream);
+      apply_entropy_place_kernel<P><<<entropy_place_blocks<P>(), entropy_warp_threads, 0, stream>>>(p);
+      SPARSESYNC_CUDA_LAUNCH_CHECK(stream);
+      apply_entropy_values_kernel<P><<<decode_blocks, decode_threads, 0, stream>>>(p);
+      SPARSESYNC_CUDA_LAUNCH_CHECK(stream);
+      apply_entropy_check_kernel<P><<<persistent_blocks(32 * entropy_check_warps), 32 * entropy_check_warps, 0, stream>>>(p);
+      SPARSESYNC_CUDA_LAUNCH_CHECK(stream);
+    }
     if (phase == apply_phase::undo_by_redecode) {  // the coded deltas, stepped back; no verdict
       apply_process_kernel<process_pass::undo_ulp><<<process_blocks, process_threads, 0, stream>>>(p);
       SPARSESYNC_CUDA_LAUNCH_CHECK(stream);
