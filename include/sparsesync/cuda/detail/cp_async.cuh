@@ -6,6 +6,8 @@
 
 #include <sparsesync/cuda/types.cuh>
 
+#include <cstdint>
+
 SPARSESYNC_NS_BEGIN
 namespace cuda {
 namespace detail {
@@ -15,6 +17,16 @@ SPARSESYNC_DEVICE void cp_async16(uint4* dst, const uint4* src) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   const auto d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(src) : "memory");
+#else
+  *dst = *src;
+#endif
+}
+
+// 8 bytes from global `src` (8-byte aligned) to shared `dst`, cached in L1 too (small reads near each other).
+SPARSESYNC_DEVICE void cp_async8_ca(std::uint64_t* dst, const std::uint64_t* src) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  const auto d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(d), "l"(src) : "memory");
 #else
   *dst = *src;
 #endif
@@ -32,6 +44,13 @@ template <int Pending>
 SPARSESYNC_DEVICE void cp_async_wait() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   asm volatile("cp.async.wait_group %0;\n" ::"n"(Pending) : "memory");
+#endif
+}
+
+// Waits for all of the thread's copies, committed or not.
+SPARSESYNC_DEVICE void cp_async_wait_all() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.wait_all;\n" ::: "memory");
 #endif
 }
 

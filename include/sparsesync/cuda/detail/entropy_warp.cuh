@@ -4,6 +4,7 @@
 #pragma once
 
 #include <sparsesync/codec/rice_params.hpp>
+#include <sparsesync/cuda/detail/cp_async.cuh>
 #include <sparsesync/cuda/detail/detect.cuh>
 #include <sparsesync/cuda/detail/entropy_codec.cuh>
 #include <sparsesync/cuda/detail/warp_decode.cuh>
@@ -18,19 +19,11 @@ namespace detail {
 // steps copied that register at every element, before the branch, and each copy waited for the load: the line
 // had 23% of the size pass's stall samples, ncu, session 19 call A.) Each lane reads only the slot it filled itself.
 SPARSESYNC_DEVICE void entropy_fetch_ahead(std::uint64_t* slot, const std::uint64_t* src) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  const auto dst = static_cast<unsigned>(__cvta_generic_to_shared(slot));
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n\tcp.async.commit_group;\n" ::"r"(dst), "l"(src) : "memory");
-#else
-  *slot = *src;
-#endif
+  cp_async8_ca(slot, src);
+  cp_async_commit();
 }
 // Waits for the lane's fetches (a lane reads its slot only after this).
-SPARSESYNC_DEVICE void entropy_fetches_done() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm volatile("cp.async.wait_all;\n" ::: "memory");
-#endif
-}
+SPARSESYNC_DEVICE void entropy_fetches_done() { cp_async_wait_all(); }
 SPARSESYNC_DEVICE std::uint64_t entropy_fetched(const std::uint64_t* slot) {
   entropy_fetches_done();
   return *slot;
@@ -143,23 +136,18 @@ SPARSESYNC_DEVICE void entropy_lane_walk_staged(uint4* ring, const W* fast, cons
     count[j] = (b - a) / V;
   }
   const unsigned u0 = lane % P;
-  const auto dst0 = static_cast<unsigned>(__cvta_generic_to_shared(ring));
   auto issue = [&](std::uint32_t r) {
     const std::uint32_t v = r * P + u0;
     const unsigned slot = (r % S) * P + u0;
 #pragma unroll
-    for (unsigned j = 0; j < P; ++j) {
-      if (v < count[j]) {
-        const unsigned dst = dst0 + 16u * (slot * 32u + lane / P + per * j);
-        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(from[j] + v * V) : "memory");
-      }
-    }
-    asm volatile("cp.async.commit_group;\n" ::: "memory");  // (empty past the ranges: the count of groups stays uniform)
+    for (unsigned j = 0; j < P; ++j)
+      if (v < count[j]) cp_async16(ring + (slot * 32u + lane / P + per * j), reinterpret_cast<const uint4*>(from[j] + v * V));
+    cp_async_commit();  // (empty past the ranges: the count of groups stays uniform)
   };
 #pragma unroll
   for (unsigned r = 0; r + 1 < S; ++r) issue(r);
   for (std::uint32_t r = 0; r < rounds; ++r) {
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(S - 2) : "memory");
+    cp_async_wait<static_cast<int>(S) - 2>();
     __syncwarp();  // the round's vectors came by other lanes' copies; and every lane has read the slot refilled next
     uint4 v[P];
 #pragma unroll
