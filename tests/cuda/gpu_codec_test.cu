@@ -285,6 +285,20 @@ status gpu_apply_one(sc::apply_plan& ap, const device_model& dm, const std::vect
 
 // ================================================================ tests
 
+// A detect tuning's ring is optional (a policy written before it keeps compiling, without the ring) and, when
+// given, 0 or 2-4 tiles: a ring of one tile would have nothing in flight beside the tile being read.
+namespace tuning_checks {  // (not anonymous: nvcc warns of a local type's members read only by the concept)
+struct tuning_without_ring {
+  static constexpr int detect_threads = 128;
+  static constexpr int detect_iters = 4;
+  static constexpr int detect_min_blocks = 4;
+};
+static_assert(sc::detect_tuning<tuning_without_ring> && sc::detect_stages_v<tuning_without_ring> == 0);
+static_assert(sc::detect_tuning<sc::detect_config<128, 4, 4, 2>> && sc::detect_stages_v<sc::detect_config<128, 4, 4, 2>> == 2);
+static_assert(!sc::detect_tuning<sc::detect_config<128, 4, 4, 1>> && !sc::detect_tuning<sc::detect_config<128, 4, 4, 5>>);
+static_assert(sc::detect_stages_v<sc::default_policy::detect_known> == 2);
+}  // namespace tuning_checks
+
 namespace {
 struct xxh_job {
   std::uint64_t off, len, seed;
