@@ -422,7 +422,6 @@ int main(int argc, char** argv) {
                               {"128x2 min8", &bp::time_detect<bp::pol<128, 2, 8>>},
                               {"128x4 min8", &bp::time_detect<bp::pol<128, 4, 8>>},
                               {"64x4 min12", &bp::time_detect<bp::pol<64, 4, 12>>},
-                              {"128x4 min4, ring of 2", &bp::time_detect<bp::pol<128, 4, 4, 2>>},
                               {"128x4 min4, ring of 2, 16 tiles per block", &bp::time_detect<bp::pol<128, 4, 4, 2>, 16>},
                               {"128x4 min4, ring of 2, 4 tiles per block", &bp::time_detect<bp::pol<128, 4, 4, 2>, 4>},
                               {"128x2 min4, ring of 3", &bp::time_detect<bp::pol<128, 2, 4, 3>>},

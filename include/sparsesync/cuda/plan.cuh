@@ -401,7 +401,7 @@ class apply_plan {
   void apply_undoable(const unsigned char* d_frame, std::size_t frame_bytes, void* const* d_model, std::span<const unsigned char> host_copy = {}) {
     if (committed_ != verified_) throw error(errc::invalid_argument, "apply_plan: apply_undoable after an uncommitted verify");
     size_staging(d_frame, frame_bytes, host_copy);
-    const bool redecodable = frame_mode_ == value_mode::ulp && frame_encoder_ != static_cast<unsigned char>(encoder_id::entropy);
+    const bool redecodable = frame_mode_ == value_mode::ulp && cfg_.encoder != static_cast<std::uint8_t>(encoder_id::entropy);
     if (!lanes_.empty() && redecodable) {
       // The lane's own staging, reused by the lane's next bucket once this one's commit has read it.
       const std::size_t j = lane_next_ % lanes_.size();
@@ -591,9 +591,8 @@ class apply_plan {
     }
     // Untrusted like the counts: a frame whose header lies is refused by the device before anything is written.
     frame_mode_ = hm[1] == static_cast<unsigned char>(value_mode::ulp) ? value_mode::ulp : value_mode::absolute;
-    frame_encoder_ = hm[0];
     // Only that encoder's decoders are launched; a frame whose header (on the device) names another is refused.
-    cfg_.encoder = frame_encoder_ >= 1 && frame_encoder_ <= detail::device_encoder_count ? frame_encoder_ : 0;
+    cfg_.encoder = hm[0] >= 1 && hm[0] <= detail::device_encoder_count ? hm[0] : 0;
     const unsigned char* h = hm + 16;
     const std::uint64_t changed = std::min<std::uint64_t>({::sparsesync::detail::load_le<std::uint64_t>(h), 8ull * frame_bytes,
                                                            layout_.view().total_numel});
@@ -629,8 +628,7 @@ class apply_plan {
   // would block in the driver, holding up other threads' launches on the same context meanwhile.
   pinned<std::array<unsigned char, 64>> readback_;
   static_assert(sizeof(apply_state) <= 64, "sparsesync: apply_plan reads the apply state back through a 64-byte pinned buffer");
-  value_mode frame_mode_ = value_mode::absolute;  // of the frame size_staging() read last
-  unsigned char frame_encoder_ = 0;                // its encoder's wire id
+  value_mode frame_mode_ = value_mode::absolute;  // of the frame size_staging() read last (its encoder: cfg_.encoder)
   std::uint64_t known_ = 0;
 };
 
