@@ -9,9 +9,10 @@
 //
 //   engine_nccl_bench [--layers N (28)] [--density D (0.01)] [--versions V (5)] [--workers W (all other GPUs)]
 //                     [--commit atomic|streamed|both] [--bucket-mb M (512: sync::device_bucket_bytes)] [--encode-lanes E (4)] [--verify-lanes L (4)]
-//                     [--configs MB:E:L[:F],... (runs each configuration in turn, same process, same GPUs; F: the
-//                      snapshot advance, 1 (default) fused into detect, 2 a pass deferred past the last bucket, 0 a
-//                      pass after each bucket)] [--json FILE] [--trace FILE (a CUPTI timeline, kernel_trace.hpp)]
+//                     [--configs MB:E:L[:F[:T:TB]],... (runs each configuration in turn, same process, same GPUs; F:
+//                      the snapshot advance, 1 (default) fused into detect, 2 a pass deferred past the last bucket, 0 a
+//                      pass after each bucket; T:TB: the model's last T MiB in buckets of TB MiB, fixed_bytes's tail)]
+//                     [--json FILE] [--trace FILE (a CUPTI timeline, kernel_trace.hpp)]
 //                     [--encoders rice,varint,raw,bitmap,entropy (rice; each configuration runs with each, in turn)]
 // The rows name the configuration; per-bucket cost = version time / buckets. Worker 0's host time is split into
 // waiting for control messages (between versions too), device receives, sink calls that enqueue the verify
@@ -205,6 +206,7 @@ struct engine_config {
   std::uint64_t bucket_mb;
   unsigned encode_lanes, verify_lanes;
   unsigned fused_advance = 1;  // the snapshot advance: 1 fused into detect, 2 a pass deferred past the last bucket, 0 a pass after each bucket
+  unsigned tail_mb = 0, tail_bucket_mb = 0;  // fixed_bytes's tail: the last tail_mb MiB in buckets of tail_bucket_mb MiB
 };
 
 // The dense baseline: the model broadcast from GPU 0 into each worker GPU's weights, on one communicator.
@@ -293,7 +295,7 @@ void run_engine(const model_layout& layout, const options& o, const engine_confi
     dso.encode_lanes = c.encode_lanes;
     dso.fused_advance = c.fused_advance == 1;
     dso.deferred_advance = c.fused_advance == 2;
-    const fixed_bytes policy{c.bucket_mb << 20};
+    const fixed_bytes policy{c.bucket_mb << 20, std::uint64_t{c.tail_mb} << 20, std::uint64_t{c.tail_bucket_mb} << 20};
     const std::size_t buckets = policy.plan(layout, default_log2_chunk).size();
     sender_t tx(layout, so, policy, sync::device_source<Enc>(std::make_unique<timed_encoder>(sc::compiled_device_encoder_backend(dso))));
     std::vector<std::unique_ptr<receiver_t>> rx(nw);
@@ -372,7 +374,8 @@ void run_engine(const model_layout& layout, const options& o, const engine_confi
         CK(cudaStreamSynchronize(stream));
       }
       const std::string tag = enc_name + " " + mode_name + " " + std::to_string(c.bucket_mb) + ":" + std::to_string(c.encode_lanes) + ":" +
-                              std::to_string(c.verify_lanes) + ":" + std::to_string(c.fused_advance) + " v" + std::to_string(v);
+                              std::to_string(c.verify_lanes) + ":" + std::to_string(c.fused_advance) + ":" + std::to_string(c.tail_mb) + ":" +
+                              std::to_string(c.tail_bucket_mb) + " v" + std::to_string(v);
       if (g_trace) g_trace->mark(tag + " publish");
       g_timeline.start();
       const auto t = std::chrono::steady_clock::now();
@@ -431,11 +434,11 @@ void run_engine(const model_layout& layout, const options& o, const engine_confi
     char line[1400];
     std::snprintf(line, sizeof line,
                   "\"row\":\"engine_nccl_summary\",\"encoder\":\"%s\",\"bucket_mb\":%llu,\"buckets\":%zu,\"encode_lanes\":%u,\"verify_lanes\":%u,\"fused_advance\":%u,"
-                  "\"median_ms_per_bucket\":%.4f,\"commit\":\"%s\",\"workers\":%d,\"density\":%.4f,\"versions\":%d,\"median_version_ms\":%.3f,"
+                  "\"tail_mb\":%u,\"tail_bucket_mb\":%u,\"median_ms_per_bucket\":%.4f,\"commit\":\"%s\",\"workers\":%d,\"density\":%.4f,\"versions\":%d,\"median_version_ms\":%.3f,"
                   "\"median_encode_ms\":%.3f,\"median_snapshot_advance_ms\":%.3f,\"median_slowest_worker_ms\":%.3f,\"bits_per_change\":%.3f,"
                   "\"trainer_snapshot_gpu_bytes\":%llu,\"trainer_scratch_gpu_bytes\":%llu,\"trainer_gpu_bytes_held_by_engine\":%llu",
                   enc_name.c_str(), static_cast<unsigned long long>(c.bucket_mb), buckets, c.encode_lanes, c.verify_lanes, c.fused_advance,
-                  median(version_ms) / static_cast<double>(std::max<std::size_t>(1, buckets)), mode_name, nw, o.density, o.versions,
+                  c.tail_mb, c.tail_bucket_mb, median(version_ms) / static_cast<double>(std::max<std::size_t>(1, buckets)), mode_name, nw, o.density, o.versions,
                   median(version_ms), median(encode_ms), median(snapshot_ms), median(apply_ms), bits,
                   static_cast<unsigned long long>(tm.snapshot_device), static_cast<unsigned long long>(tm.scratch_device),
                   static_cast<unsigned long long>(free0 - free1));
@@ -490,9 +493,11 @@ int main(int argc, char** argv) {
     const std::size_t end = std::min(configs_arg.find(',', at), configs_arg.size());
     engine_config c{};
     unsigned long long mb = 0;
-    if (std::sscanf(configs_arg.substr(at, end - at).c_str(), "%llu:%u:%u:%u", &mb, &c.encode_lanes, &c.verify_lanes, &c.fused_advance) < 3) {
-      std::fprintf(stderr, "engine_nccl_bench: --configs takes MB:E:L[:F],... (bucket MiB, encode lanes, verify lanes, snapshot advance F: 1 fused "
-                           "into detect, 2 a pass deferred past the last bucket, 0 a pass after each bucket)\n");
+    const int got = std::sscanf(configs_arg.substr(at, end - at).c_str(), "%llu:%u:%u:%u:%u:%u", &mb, &c.encode_lanes, &c.verify_lanes,
+                                &c.fused_advance, &c.tail_mb, &c.tail_bucket_mb);
+    if (got < 3 || got == 5) {
+      std::fprintf(stderr, "engine_nccl_bench: --configs takes MB:E:L[:F[:T:TB]],... (bucket MiB, encode lanes, verify lanes, snapshot advance F: 1 "
+                           "fused into detect, 2 a pass deferred past the last bucket, 0 a pass after each bucket; the last T MiB in buckets of TB MiB)\n");
       return 2;
     }
     c.bucket_mb = mb;
