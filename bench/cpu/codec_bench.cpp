@@ -5,7 +5,7 @@
 // throughput. --density-sweep adds the generator at densities 0.3%..10% (a smaller model, several learning rates).
 //
 //   codec_bench [--stream DIR] [--gen-elements N] [--gen-steps K] [--density-sweep N] [--out results.json]
-//   codec_bench --throughput REPS [--stream DIR] [--out results.json]
+//   codec_bench --throughput REPS [--stream DIR] [--out results.json] [--walk auto|scalar]
 // --throughput measures only one-core throughput on real steps 1, 12 and 24 (medians of REPS runs): end to
 // end (encode_patch, apply_patch with every check) for rice, entropy and auto in ulp mode; the chunk codecs
 // alone (no diff, checksums or framing); and the parts every encoder shares (model checksum, diff scan).
@@ -447,6 +447,11 @@ int main(int argc, char** argv) try {
     else if (a == "--out") f.out = argv[i + 1];
     else if (a == "--density-sweep") f.sweep_elements = std::stoull(argv[i + 1]);
     else if (a == "--throughput") f.throughput_reps = std::stoi(argv[i + 1]);
+    else if (a == "--walk") {  // the entropy decoder's placing walk: auto, or scalar (no vector path) to compare the two
+      const std::string w = argv[i + 1];
+      if (w != "auto" && w != "scalar") throw std::invalid_argument("--walk takes auto or scalar");
+      ss::entropy::placing_walk() = w == "scalar" ? ss::entropy::walk_mode::scalar : ss::entropy::walk_mode::automatic;
+    }
     else throw std::invalid_argument("unknown option " + a);
   }
   json result = {{"benchmark", "cpu-codec"},

@@ -584,17 +584,48 @@ struct entropy {
     std::uint8_t* const grp = p.group_of_change.data();
     const std::uint32_t* const rk = rank.data();
     const std::uint8_t* const of_key = p.groups.of_key.data();  // (a copy: grp's byte stores may alias the plan)
-    detail::entropy_for_each_key<W>(base, [&](unsigned l, std::size_t i, unsigned k) {
+    // One decrement in memory whose zero flag says "here"; the common case falls through.
+    const auto step = [&](unsigned l, std::size_t i, unsigned k) {
       const unsigned g = of_key[k];
-      // One decrement in memory whose zero flag says "here"; the common case falls through.
       if (--countdown[l][g] != 0) [[likely]]
         return;
       pos[at[l]] = static_cast<std::uint32_t>(i);
       grp[at[l]++] = static_cast<std::uint8_t>(g);
       const std::uint32_t e = ++cursor[l][g];
       countdown[l][g] = e < last[l][g] ? rk[e] - rk[e - 1] : none;
-    });
+    };
+#if SPARSESYNC_HASH_AVX512
+    if constexpr (sizeof(W) == 2) {
+      // Below ~2% changes: denser chunks keep most groups placing in most steps, where the scalar walk is as fast
+      // (Zen 4, real stream: +10-12% of an apply at 0.9-1.1%, -5% at 3.6%; bench/results/entropy-cpu.md).
+      const walk_mode mode = placing_walk();
+      if (detail::cpu_has_avx512_walk() && mode != walk_mode::scalar && (mode == walk_mode::vector || std::uint64_t{changes} * 50 < base.size())) {
+        // Lane by lane (each has its own counters and output range), 64 elements a step, the rest one by one.
+        const std::size_t n = base.size(), q = detail::entropy_lane_length<W>(n);
+        const auto* b = reinterpret_cast<const std::uint16_t*>(base.data());
+        for (unsigned l = 0; l < L; ++l) {
+          const std::size_t from = l * q, to = l + 1 < L ? from + q : n;
+          std::size_t i = detail::entropy_place_avx512(b, from, to, p.groups.of_class.data(), groups, countdown[l].data(), cursor[l].data(),
+                                                       last[l].data(), rk, pos, grp, at[l]);
+          for (; i < to; ++i) step(l, i, detail::entropy_key_of(base[i]));
+        }
+        return;
+      }
+    }
+#endif
+    detail::entropy_for_each_key<W>(base, step);
   }
+
+ public:
+  // Tests: the decoder's placing walk with or without its vector path (entropy_x86.hpp, where the CPU has it) at
+  // every density, to compare the two. Per thread.
+  enum class walk_mode { automatic, scalar, vector };
+  static walk_mode& placing_walk() {
+    thread_local walk_mode mode = walk_mode::automatic;
+    return mode;
+  }
+
+ private:
 
   template <element_word W>
   static void write_classes(const chunk_changes<W>& in, const detail::entropy_class_plan& p, std::vector<unsigned char>& out) {
