@@ -498,19 +498,13 @@ void check_vector_walk() {
   std::mt19937_64 rng(57);
   for (std::size_t n : {64, 255, 256, 257, 511, 1000, 4099, 20000, 65536}) {
     for (double density : {0.001, 0.01, 0.03, 0.2, 1.0}) {
-      std::vector<std::uint16_t> base(n);
+      chunk_case<std::uint16_t> c{"walk", std::vector<std::uint16_t>(n), {}, {}};
       std::normal_distribution<float> normal(0.0f, 0.02f);
-      for (auto& x : base) x = float_bits<std::uint16_t>(normal(rng));
-      std::vector<std::uint32_t> positions;
-      std::vector<std::uint16_t> values;
+      for (auto& x : c.base) x = float_bits<std::uint16_t>(normal(rng));
       for (std::uint32_t i = 0; i < n; ++i)
-        if (std::uniform_real_distribution<double>(0, 1)(rng) < density) positions.push_back(i), values.push_back(static_cast<std::uint16_t>(base[i] ^ 1));
-      chunk_changes<std::uint16_t> in;
-      in.numel = static_cast<std::uint32_t>(n);
-      in.mode = value_mode::absolute;
-      in.positions = positions;
-      in.values = values;
-      in.base = base;
+        if (std::uniform_real_distribution<double>(0, 1)(rng) < density) c.positions.push_back(i), c.targets.push_back(static_cast<std::uint16_t>(c.base[i] ^ 1));
+      std::vector<std::uint16_t> values;
+      const auto in = changes_of(c, value_mode::absolute, values);
       std::vector<unsigned char> out;
       entropy::encode<std::uint16_t>(in, out);
       if (out.empty() || out[0] != entropy_params::tag_classes) continue;  // rice's body: no walk
@@ -522,7 +516,7 @@ void check_vector_walk() {
       entropy::placing_walk() = entropy::walk_mode::vector;
       REQUIRE(entropy::decode<std::uint16_t>(out, ctx, pos_vector, val_vector).ok());
       entropy::placing_walk() = entropy::walk_mode::automatic;
-      CHECK(pos_scalar == positions);
+      CHECK(pos_scalar == c.positions);
       CHECK(val_scalar == values);
       CHECK(pos_vector == pos_scalar);
       CHECK(val_vector == val_scalar);

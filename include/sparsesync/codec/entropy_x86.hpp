@@ -6,6 +6,7 @@
 // Also the decoder's placing walk for 16-bit words with AVX-512 VBMI (entropy_place_avx512, below).
 #pragma once
 
+#include <sparsesync/codec/entropy_params.hpp>
 #include <sparsesync/core/hash_x86.hpp>
 
 #include <algorithm>
@@ -47,13 +48,14 @@ struct entropy_row_hash {
 };
 
 // The decoder's placing walk (entropy::place_changes) over one lane of 16-bit words, 64 elements a step: the
-// step's classes (bits 7..14) become group bytes by a 256-entry table lookup (two two-table byte permutes and a
+// step's classes (entropy_params::class_of) become group bytes by a 256-entry table lookup (two two-table byte permutes and a
 // blend), and each group that still has a change to place counts its elements in the step by a compare mask:
 // where its countdown runs out inside the step, the change is the countdown-th set bit of the mask. The scalar
 // walk decrements a counter in memory per element (a load, a store and a table load: ~34% of an apply at 1% on
-// a Zen 4); here a step costs a few instructions per group still placing. The same positions, groups and final
-// state as the scalar walk over [from, to) (tests/core/entropy_test.cpp compares them): `countdown`, `cursor`,
-// `last`, `rank` and `at` as there; the caller walks the elements past the last whole step.
+// a Zen 4); here a step costs a few instructions per group still placing. The same positions and groups as the
+// scalar walk over [from, to) (tests/core/entropy_test.cpp compares them), and the same counters for every group
+// still placing: `countdown`, `cursor`, `last`, `rank` and `at` as there; the caller walks the elements past the
+// last whole step.
 #define SPARSESYNC_ENTROPY_WALK_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi,bmi,bmi2,popcnt")))
 
 inline bool cpu_has_avx512_walk() {
@@ -70,6 +72,8 @@ SPARSESYNC_ENTROPY_WALK_TARGET inline std::size_t entropy_place_avx512(const std
                                                                       const std::uint8_t* of_class, unsigned groups, std::uint32_t* countdown,
                                                                       std::uint32_t* cursor, const std::uint32_t* last, const std::uint32_t* rank,
                                                                       std::uint32_t* pos, std::uint8_t* grp, std::uint32_t& at) {
+  constexpr unsigned shift = entropy_params::class_shift<std::uint16_t>;
+  static_assert(entropy_params::class_count<std::uint16_t> == 256 && shift + 8 <= 16, "a class is the byte at bit `shift`");
   constexpr std::uint32_t none = ~std::uint32_t{0};
   std::array<std::uint8_t, 256> active;  // groups with a change left to place in this lane
   unsigned n_active = 0;
@@ -80,7 +84,8 @@ SPARSESYNC_ENTROPY_WALK_TARGET inline std::size_t entropy_place_avx512(const std
   std::array<std::uint64_t, 64> found;  // (index in the step << 8 | group) of the step's changes
   std::size_t i = from;
   for (; n_active > 0 && i + 64 <= to; i += 64) {
-    const __m512i c0 = _mm512_srli_epi16(_mm512_loadu_si512(base + i), 7), c1 = _mm512_srli_epi16(_mm512_loadu_si512(base + i + 32), 7);
+    const __m512i c0 = _mm512_srli_epi16(_mm512_loadu_si512(base + i), shift);
+    const __m512i c1 = _mm512_srli_epi16(_mm512_loadu_si512(base + i + 32), shift);
     const __m512i cls = _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvtepi16_epi8(c0)), _mm512_cvtepi16_epi8(c1), 1);
     const __m512i low = _mm512_permutex2var_epi8(t0, cls, t1), high = _mm512_permutex2var_epi8(t2, cls, t3);
     const __m512i group = _mm512_mask_blend_epi8(_mm512_movepi8_mask(cls), low, high);
