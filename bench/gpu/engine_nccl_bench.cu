@@ -199,6 +199,7 @@ struct options {
   std::string trace;  // --trace FILE: a CUPTI timeline of every GPU (kernel_trace.hpp), versions marked
   std::string json;
   std::vector<std::string> encoders{"rice"};
+  int link_ctas = 0;  // --link-ctas N: each nccl_link's communicator's CTA limit (0: nccl_link_options' default)
 };
 
 // One engine configuration of a --configs list.
@@ -305,10 +306,12 @@ void run_engine(const model_layout& layout, const options& o, const engine_confi
       nccl_link_options wo;
       wo.device = i + 1;
       wo.timeout = std::chrono::seconds(60);
+      if (o.link_ctas) wo.comm.max_ctas = o.link_ctas;
       auto worker_end = std::async(std::launch::async, [b = std::move(b), wo]() mutable { return link_t(nccl_t::connect_receiver(std::move(b), wo)); });
       nccl_link_options to;
       to.device = 0;
       to.timeout = std::chrono::seconds(60);
+      if (o.link_ctas) to.comm.max_ctas = o.link_ctas;
       tx.add_receiver(link_t(nccl_t::connect_sender(std::move(a), to), i == 0 ? send_ms : nullptr));
       CK(cudaSetDevice(i + 1));
       sc::device_sink_options sink_opt;
@@ -434,11 +437,11 @@ void run_engine(const model_layout& layout, const options& o, const engine_confi
     char line[1400];
     std::snprintf(line, sizeof line,
                   "\"row\":\"engine_nccl_summary\",\"encoder\":\"%s\",\"bucket_mb\":%llu,\"buckets\":%zu,\"encode_lanes\":%u,\"verify_lanes\":%u,\"fused_advance\":%u,"
-                  "\"tail_mb\":%u,\"tail_bucket_mb\":%u,\"median_ms_per_bucket\":%.4f,\"commit\":\"%s\",\"workers\":%d,\"density\":%.4f,\"versions\":%d,\"median_version_ms\":%.3f,"
+                  "\"tail_mb\":%u,\"tail_bucket_mb\":%u,\"link_ctas\":%d,\"median_ms_per_bucket\":%.4f,\"commit\":\"%s\",\"workers\":%d,\"density\":%.4f,\"versions\":%d,\"median_version_ms\":%.3f,"
                   "\"median_encode_ms\":%.3f,\"median_snapshot_advance_ms\":%.3f,\"median_slowest_worker_ms\":%.3f,\"bits_per_change\":%.3f,"
                   "\"trainer_snapshot_gpu_bytes\":%llu,\"trainer_scratch_gpu_bytes\":%llu,\"trainer_gpu_bytes_held_by_engine\":%llu",
                   enc_name.c_str(), static_cast<unsigned long long>(c.bucket_mb), buckets, c.encode_lanes, c.verify_lanes, c.fused_advance,
-                  c.tail_mb, c.tail_bucket_mb, median(version_ms) / static_cast<double>(std::max<std::size_t>(1, buckets)), mode_name, nw, o.density, o.versions,
+                  c.tail_mb, c.tail_bucket_mb, o.link_ctas ? o.link_ctas : nccl_link_options{}.comm.max_ctas, median(version_ms) / static_cast<double>(std::max<std::size_t>(1, buckets)), mode_name, nw, o.density, o.versions,
                   median(version_ms), median(encode_ms), median(snapshot_ms), median(apply_ms), bits,
                   static_cast<unsigned long long>(tm.snapshot_device), static_cast<unsigned long long>(tm.scratch_device),
                   static_cast<unsigned long long>(free0 - free1));
@@ -471,6 +474,7 @@ int main(int argc, char** argv) {
     else if (a == "--verify-lanes") o.verify_lanes = static_cast<unsigned>(std::stoul(next()));
     else if (a == "--configs") configs_arg = next();
     else if (a == "--json") o.json = next();
+    else if (a == "--link-ctas") o.link_ctas = std::stoi(next());
     else if (a == "--trace") o.trace = next();
     else if (a == "--encoders") {
       o.encoders.clear();
@@ -484,7 +488,7 @@ int main(int argc, char** argv) {
     else {
       std::fprintf(stderr, "usage: engine_nccl_bench [--layers N] [--density D] [--versions V] [--workers W] [--commit atomic|streamed|both] "
                            "[--bucket-mb M] [--encode-lanes E] [--verify-lanes L] [--configs MB:E:L,...] [--encoders rice,varint,raw,bitmap,entropy] [--json FILE] "
-                           "[--trace FILE]\n");
+                           "[--trace FILE] [--link-ctas N]\n");
       return 2;
     }
   }
