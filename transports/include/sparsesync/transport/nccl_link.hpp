@@ -6,7 +6,10 @@
 // Why one communicator per trainer-worker pair rather than one broadcast communicator for all: NCCL operations of
 // one communicator run in order, so a worker that dies or stalls inside a collective stalls every rank behind it.
 // With a pair communicator a dead worker holds only its own; each link aborts it after `timeout` without progress
-// (ncclCommAbort of a non-blocking communicator), and the trainer's other links never notice. Sparse versions
+// (ncclCommAbort, from the link's watchdog thread), and the trainer's other links never notice. The pair's
+// communicator is made non-blocking (a peer that never joins costs `timeout`); frames travel on a blocking one split
+// from it, whose calls cost a tenth as much (nccl_link_options::blocking_transfers), connected at setup and
+// called without the link's mutex, so that the watchdog can abort any call that waits. Sparse versions
 // are a few hundred MB at most, so sending them once per worker costs little NVLink time next to the encode; the
 // dense NCCL broadcast stays the baseline we measure against (bench/gpu/engine_nccl_bench.cpp).
 //
@@ -66,6 +69,16 @@ struct nccl_link_options {
   // dead peer will never take fills the GPU's queue of pending work, and once that is full every launch of the
   // process waits (the trainer's encode and its other links' transfers too) until the link aborts.
   std::size_t max_frames_in_flight = 4;
+  // Frames travel on a blocking communicator split from the pair's non-blocking one (whose setup the timeout
+  // bounds): a non-blocking communicator finishes every ncclSend / ncclRecv on a thread of its own, 42-156 us a
+  // call against 7-18 us blocking (bench/gpu/nccl_p2p_probe.cu), paid twice per frame on the credit path; at a
+  // version's end, when the last frames come out together, those calls queue behind each other (on two H200s an
+  // atomic 7B version at 1% took 14.64 ms non-blocking, 14.18 / 14.13 blocking in alternating runs; 1 -> 3 workers
+  // 16.23 / 15.01 against 14.57 / 14.49: bench/results/gpu-test-runs/s23/, calls F and H). Its channels are
+  // connected at setup by one transfer, so that no later call waits for the peer;
+  // every blocking call is made without the link's mutex, so the watchdog can still abort it. false: every call
+  // on the non-blocking communicator, as before.
+  bool blocking_transfers = true;
 };
 
 namespace detail {
@@ -190,7 +203,8 @@ class nccl_link : public detail::device_link_forwarding<nccl_link<Control>, /*Pi
       // cancelled (the peer may be gone). An abort the watchdog had not got to yet happens here.
       if (doomed) ncclCommAbort(doomed);
       if (comm) ncclCommAbort(comm);
-      doomed = comm = nullptr;
+      if (setup_comm) ncclCommAbort(setup_comm);
+      doomed = comm = setup_comm = nullptr;
       if (stream) cudaStreamSynchronize(stream);  // the aborted kernels have left
       for (auto& s : sends) cudaEventDestroy(s.done);
       sends.clear();
@@ -220,7 +234,114 @@ class nccl_link : public detail::device_link_forwarding<nccl_link<Control>, /*Pi
         detail::check_nccl(r, "ncclCommInitRankConfig");
       }
       settle_locked("the NCCL communicator of the pair (did the peer join?)");
+      if (opt.blocking_transfers) make_transfer_comm_locked(b.rank);
     }
+
+    // The frames' blocking communicator (nccl_link_options::blocking_transfers): split from the pair's, then its
+    // channels connected by one transfer of connect_bytes, each step bounded by the timeout (a step still running
+    // then is aborted: NCCL's blocked call returns, and this throws).
+    static constexpr std::size_t connect_bytes = std::size_t{64} << 20;  // past the size at which NCCL uses every p2p channel
+    void make_transfer_comm_locked(int rank) {
+      const auto deadline = clock::now() + opt.timeout;
+      ncclConfig_t config = detail::nccl_config(opt.comm, true, "nccl_link");
+      ncclComm_t child = nullptr;
+      {
+        setup_watch watch(comm, deadline, device);
+        ncclResult_t r = ncclCommSplit(comm, 0, rank, &child, &config);
+        // A non-blocking parent finishes the split in the background: the child's handle is written when it is made
+        // (by NCCL's thread), then the child says when it is ready.
+        while ((r == ncclSuccess || r == ncclInProgress) && !watch.fired()) {
+          if (ncclComm_t made = std::atomic_ref<ncclComm_t>(child).load()) {
+            ncclCommGetAsyncError(made, &r);
+            if (r != ncclInProgress) break;
+          } else {
+            ncclResult_t parent = ncclSuccess;
+            ncclCommGetAsyncError(comm, &parent);
+            if (parent != ncclSuccess && parent != ncclInProgress) r = parent;
+          }
+          std::this_thread::yield();
+        }
+        if (watch.finish() || r != ncclSuccess || !child) {
+          if (child) ncclCommAbort(child);
+          if (watch.fired()) comm = nullptr;  // aborted by the watch
+          throw transport_error(watch.fired() ? transport_errc::timed_out : transport_errc::backend,
+                                std::string("nccl_link: the frames' communicator: ") +
+                                    (watch.fired() ? "no answer within the timeout" : ncclGetErrorString(r)));
+        }
+      }
+      setup_comm = comm;
+      comm = child;
+      blocking = true;
+      void* buf = nullptr;
+      detail::check_cuda(cudaMalloc(&buf, connect_bytes), "cudaMalloc");
+      cudaEvent_t done{};
+      ncclResult_t r = ncclSuccess;
+      bool landed = false;
+      {
+        setup_watch watch(comm, deadline, device);
+        r = trainer ? ncclSend(buf, connect_bytes, ncclUint8, peer, comm, stream) : ncclRecv(buf, connect_bytes, ncclUint8, peer, comm, stream);
+        if (r == ncclSuccess && cudaEventCreateWithFlags(&done, cudaEventDisableTiming) == cudaSuccess && cudaEventRecord(done, stream) == cudaSuccess) {
+          while (!watch.fired()) {
+            const cudaError_t q = cudaEventQuery(done);
+            if (q != cudaErrorNotReady) {
+              landed = q == cudaSuccess;
+              break;
+            }
+            std::this_thread::sleep_for(std::chrono::microseconds(50));
+          }
+        }
+        if (watch.finish()) comm = nullptr;  // aborted by the watch
+      }
+      if (comm && !landed) {
+        ncclCommAbort(comm);
+        comm = nullptr;
+      }
+      cudaStreamSynchronize(stream);  // (an aborted transfer's kernel has left)
+      if (done) cudaEventDestroy(done);
+      cudaFree(buf);
+      if (!comm)
+        throw transport_error(r == ncclSuccess ? transport_errc::timed_out : transport_errc::backend,
+                              std::string("nccl_link: connecting the frames' communicator: ") +
+                                  (r == ncclSuccess ? "no transfer within the timeout" : ncclGetErrorString(r)));
+    }
+
+    // Aborts `target` if the setup step it guards has not finished by `deadline`: the NCCL call blocked on it
+    // then returns an error.
+    class setup_watch {
+     public:
+      setup_watch(ncclComm_t target, clock::time_point deadline, int dev)
+          : thread_([this, target, deadline, dev] {
+              std::unique_lock lock(m_);
+              if (cv_.wait_until(lock, deadline, [&] { return done_; })) return;
+              fired_ = true;
+              lock.unlock();
+              on_device guard(dev, std::nothrow);
+              ncclCommAbort(target);
+            }) {}
+      setup_watch(const setup_watch&) = delete;
+      setup_watch& operator=(const setup_watch&) = delete;
+      ~setup_watch() { finish(); }
+      // Ends the watch; true if it fired (the target is aborted).
+      bool finish() {
+        {
+          std::lock_guard lock(m_);
+          done_ = true;
+        }
+        cv_.notify_all();
+        if (thread_.joinable()) thread_.join();
+        return fired_;
+      }
+      [[nodiscard]] bool fired() const {
+        std::lock_guard lock(m_);
+        return fired_;
+      }
+
+     private:
+      mutable std::mutex m_;
+      std::condition_variable cv_;
+      bool done_ = false, fired_ = false;
+      std::thread thread_;
+    };
 
     // Waits for the non-blocking communicator's last call to finish, up to the timeout; aborts and throws on error.
     void settle_locked(const char* what) {
@@ -382,7 +503,17 @@ class nccl_link : public detail::device_link_forwarding<nccl_link<Control>, /*Pi
         reap_locked();
       }
       if (f.ready) detail::check_cuda(cudaStreamWaitEvent(stream, static_cast<cudaEvent_t>(f.ready), 0), "cudaStreamWaitEvent");
-      enqueued_locked(ncclSend(f.data, f.bytes, ncclUint8, peer, comm, stream), "ncclSend");
+      if (blocking) {
+        // Without the mutex: a call that waited for the peer (a connection NCCL still makes) stays abortable.
+        ncclComm_t c = comm;
+        lock.unlock();
+        const ncclResult_t r = ncclSend(f.data, f.bytes, ncclUint8, peer, c, stream);
+        lock.lock();
+        throw_if_aborted_locked();
+        enqueued_locked(r, "ncclSend");
+      } else {
+        enqueued_locked(ncclSend(f.data, f.bytes, ncclUint8, peer, comm, stream), "ncclSend");
+      }
       trace("send enqueued, " + std::to_string(sends.size() + 1) + " in flight");
       trace_on_gpu("send left the GPU");
       ++stats.frames_sent;
@@ -402,9 +533,8 @@ class nccl_link : public detail::device_link_forwarding<nccl_link<Control>, /*Pi
     // bytes) comes down behind it into the receive's pinned slot.
     void post_receive(void* dst, std::size_t bytes, cudaStream_t after) {
       ncclResult_t posted = ncclSuccess;
-      std::size_t slot = 0;
       {
-        std::lock_guard lock(mutex);
+        std::unique_lock lock(mutex);
         throw_if_aborted_locked();
         if (receives.size() >= max_posted_device_receives)
           throw transport_error(transport_errc::invalid_argument, "nccl_link: more than " + std::to_string(max_posted_device_receives) +
@@ -415,13 +545,26 @@ class nccl_link : public detail::device_link_forwarding<nccl_link<Control>, /*Pi
           detail::check_cuda(cudaEventRecord(after_event, after), "cudaEventRecord");
           detail::check_cuda(cudaStreamWaitEvent(stream, after_event, 0), "cudaStreamWaitEvent");
         }
-        posted = ncclRecv(dst, bytes, ncclUint8, peer, comm, stream);
+        // Listed before the call: the watchdog's clock runs while a blocking call waits. (None should: the channels
+        // were connected at setup. A connection NCCL still made here would wait for the trainer's send, which
+        // waits for our credit: the watchdog's abort ends it after the timeout, and the session with it.)
+        const std::size_t slot = receives.empty() ? 0 : (receives.back().slot + 1) % max_posted_device_receives;
+        receives.push_back({slot, bytes, clock::now(), dst, false});
+        if (!watchdog.joinable()) watchdog = std::thread([this] { watch(); });
+        if (blocking) {
+          ncclComm_t c = comm;
+          lock.unlock();  // (the watchdog can abort a call that waits)
+          posted = ncclRecv(dst, bytes, ncclUint8, peer, c, stream);
+          lock.lock();
+          throw_if_aborted_locked();
+        } else {
+          posted = ncclRecv(dst, bytes, ncclUint8, peer, comm, stream);
+        }
         if (posted != ncclSuccess && posted != ncclInProgress) {
+          receives.pop_back();
           abort_locked(std::string("ncclRecv: ") + ncclGetErrorString(posted));
           detail::check_nccl(posted, "ncclRecv");
         }
-        slot = receives.empty() ? 0 : (receives.back().slot + 1) % max_posted_device_receives;
-        receives.push_back({slot, bytes, clock::now(), dst, false});
         if (posted == ncclSuccess) {
           try {
             finish_enqueue_locked();
@@ -432,11 +575,11 @@ class nccl_link : public detail::device_link_forwarding<nccl_link<Control>, /*Pi
         }
         trace("receive of " + std::to_string(bytes) + " bytes posted" + (posted == ncclInProgress ? " (deferred)" : "") + ", " +
               std::to_string(receives.size()) + " posted");
-        if (!watchdog.joinable()) watchdog = std::thread([this] { watch(); });
         cv.notify_all();
       }
-      // The receive is posted: the trainer may enqueue its send. The credit goes before our enqueue has settled:
-      // NCCL connects a pair on its first transfer, which needs the trainer's send as much as this receive.
+      // The receive is posted: the trainer may enqueue its send. On a non-blocking communicator the credit goes
+      // before our enqueue has settled: NCCL connects a pair on its first transfer, which needs the trainer's send
+      // as much as this receive.
       try {
         const auto credit = detail::encode_device_credit(bytes);
         send_control(credit);
@@ -685,7 +828,9 @@ class nccl_link : public detail::device_link_forwarding<nccl_link<Control>, /*Pi
     Control control;
     nccl_link_options opt;
     int device = -1, peer = 1;
-    ncclComm_t comm = nullptr;
+    ncclComm_t comm = nullptr;        // the frames' communicator
+    ncclComm_t setup_comm = nullptr;  // with blocking transfers: the non-blocking pair communicator it was split from
+    bool blocking = false;            // comm is blocking: its calls are made without the mutex
     ncclComm_t doomed = nullptr;  // aborted, its ncclCommAbort not yet done (the watchdog's job)
     bool trainer = false;         // this end sends the frames
     cudaStream_t stream = nullptr;
