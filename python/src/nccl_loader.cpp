@@ -33,6 +33,7 @@ struct nccl_api {
   SPARSESYNC_NCCL_FN(ncclCommAbort)
   SPARSESYNC_NCCL_FN(ncclCommDestroy)
   SPARSESYNC_NCCL_FN(ncclCommGetAsyncError)
+  SPARSESYNC_NCCL_FN(ncclCommSplit)
   SPARSESYNC_NCCL_FN(ncclCommUserRank)
   SPARSESYNC_NCCL_FN(ncclSend)
   SPARSESYNC_NCCL_FN(ncclRecv)
@@ -75,6 +76,7 @@ nccl_api load() {
   SPARSESYNC_NCCL_SYM(ncclCommAbort)
   SPARSESYNC_NCCL_SYM(ncclCommDestroy)
   SPARSESYNC_NCCL_SYM(ncclCommGetAsyncError)
+  SPARSESYNC_NCCL_SYM(ncclCommSplit)
   SPARSESYNC_NCCL_SYM(ncclCommUserRank)
   SPARSESYNC_NCCL_SYM(ncclSend)
   SPARSESYNC_NCCL_SYM(ncclRecv)
@@ -124,6 +126,9 @@ ncclResult_t ncclCommAbort(ncclComm_t comm) { return api().ncclCommAbort(comm); 
 ncclResult_t ncclCommDestroy(ncclComm_t comm) { return api().ncclCommDestroy(comm); }
 ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* error) { return api().ncclCommGetAsyncError(comm, error); }
 ncclResult_t ncclCommUserRank(const ncclComm_t comm, int* rank) { return api().ncclCommUserRank(comm, rank); }
+ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm, ncclConfig_t* config) {
+  return api().ncclCommSplit(comm, color, key, newcomm, config);
+}
 ncclResult_t ncclSend(const void* buf, size_t count, ncclDataType_t type, int peer, ncclComm_t comm, cudaStream_t stream) {
   return api().ncclSend(buf, count, type, peer, comm, stream);
 }
