@@ -20,8 +20,7 @@ struct fixed_bytes {
   std::uint64_t tail_bucket_bytes = 0;  // 0: no tail
 
   [[nodiscard]] std::vector<bucket_plan> plan(const model_layout& layout, unsigned log2_chunk) const {
-    std::uint64_t total = 0;
-    for (std::size_t t = 0; t < layout.size(); ++t) total += layout[t].numel() * size_of(layout[t].dtype);
+    const std::uint64_t total = layout.bytes();
     const bool tail = tail_bytes && tail_bucket_bytes && tail_bucket_bytes < bytes;
     const std::uint64_t tail_from = !tail ? total : tail_bytes < total ? total - tail_bytes : 0;
     std::vector<bucket_plan> out;
