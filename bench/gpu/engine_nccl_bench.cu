@@ -53,11 +53,19 @@ class timed_link {
   using device_link_concept = device_link_tag;
   explicit timed_link(nccl_t inner, std::shared_ptr<double> send_device_ms = nullptr)
       : inner_(std::move(inner)), send_device_ms_(std::move(send_device_ms)) {}
-  void send(std::span<const std::byte> m) { inner_.send(m); }
+  // Host messages on the timeline too (the trainer's session 0 and worker 0): where a version's ack spends the time
+  // between the worker's commit and the trainer's settle.
+  void send(std::span<const std::byte> m) {
+    inner_.send(m);
+    if (timeline_) g_timeline.mark("worker0_message_sent");
+    if (send_device_ms_) g_timeline.mark("trainer_message_sent");
+  }
   bool receive(std::vector<std::byte>& m) {
     const auto t = std::chrono::steady_clock::now();
     const bool r = inner_.receive(m);
     control_ms += ms_since(t);
+    if (timeline_) g_timeline.mark("worker0_message_received");
+    if (send_device_ms_) g_timeline.mark("trainer_message_received");
     return r;
   }
   void close() noexcept { inner_.close(); }
@@ -79,6 +87,7 @@ class timed_link {
     const auto t = std::chrono::steady_clock::now();
     inner_.post_receive_device(dst, bytes, after);
     device_ms += ms_since(t);
+    if (timeline_) g_timeline.mark("worker0_receive_posted");
   }
   void complete_receive_device(std::span<unsigned char> head) {
     const auto t = std::chrono::steady_clock::now();

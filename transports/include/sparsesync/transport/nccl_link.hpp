@@ -272,8 +272,10 @@ class nccl_link : public detail::device_link_forwarding<nccl_link<Control>, /*Pi
       setup_comm = comm;
       comm = child;
       blocking = true;
+      // Stream-ordered: a cudaFree would wait for the whole device, so a late or restarted worker's setup would
+      // wait for the trainer's other links' transfers in flight.
       void* buf = nullptr;
-      detail::check_cuda(cudaMalloc(&buf, connect_bytes), "cudaMalloc");
+      detail::check_cuda(cudaMallocAsync(&buf, connect_bytes, stream), "cudaMallocAsync");
       cudaEvent_t done{};
       ncclResult_t r = ncclSuccess;
       bool landed = false;
@@ -298,7 +300,7 @@ class nccl_link : public detail::device_link_forwarding<nccl_link<Control>, /*Pi
       }
       cudaStreamSynchronize(stream);  // (an aborted transfer's kernel has left)
       if (done) cudaEventDestroy(done);
-      cudaFree(buf);
+      cudaFreeAsync(buf, stream);
       if (!comm)
         throw transport_error(r == ncclSuccess ? transport_errc::timed_out : transport_errc::backend,
                               std::string("nccl_link: connecting the frames' communicator: ") +
