@@ -178,10 +178,13 @@ cudaError_t encode_write(const encode_layout& l, const device_bucket& b, unsigne
   SPARSESYNC_CUDA_TRY(cudaMemsetAsync(l.ctr->payload, 0, sizeof(l.ctr->payload) + 2 * sizeof(std::int32_t), stream));
   const chunk_pass_params cp = chunk_params_of(l, b, cfg, d_out, out_capacity);
   const unsigned chunk_grid = thread_per_chunk_grid<P>(l), warp_grid = warp_per_chunk_grid<P>(l);
+  const auto hash_grid = static_cast<unsigned>((l.chunk_count * 4 + P::chunk_threads - 1) / P::chunk_threads);  // 4 lanes a chunk
   cudaError_t err = visit_width(l.w, [&]<class W>() -> cudaError_t {
-    if (warp_encoder(cfg.encoder))
+    if (warp_encoder(cfg.encoder)) {
       warp_write_kernel<W, P><<<warp_grid, P::chunk_threads, 0, stream>>>(cp);
-    else if (cfg.encoder == encoder_id::entropy)
+      SPARSESYNC_CUDA_LAUNCH_CHECK(stream);
+      chunk_hash_kernel<P><<<hash_grid, P::chunk_threads, 0, stream>>>(cp);
+    } else if (cfg.encoder == encoder_id::entropy)
       entropy_write_kernel<W, P><<<chunk_grid, P::chunk_threads, 0, stream>>>(cp, l.ent);
     else
       chunk_write_kernel<W, P><<<chunk_grid, P::chunk_threads, 0, stream>>>(cp);

@@ -350,6 +350,22 @@ SPARSESYNC_KERNEL void __launch_bounds__(P::chunk_threads) warp_write_kernel(chu
     std::uint32_t carry_byte = ~0u, carry_bits = 0;  // bitmap: the last byte stored and its bits so far
     std::uint64_t gat = 0, vat = plan.values_at;  // running byte offsets of the two sections
     warp_for_each<W>(src, [&](bool act, std::uint32_t rank, std::uint32_t pos, W v, std::uint32_t prev) {
+      if (varint && ulp) {
+        // Both sections' byte offsets from one 32-bit warp scan (gap bytes in the low half, value bytes in the high
+        // half; a group's sums stay below 32 x 10): the pass is bound by its instructions, not by memory.
+        const std::uint32_t gap = pos - prev - 1;
+        const W z = zigzag<W>(v);
+        const std::uint32_t gl = act ? varint_bytes(gap) : 0u, vl = act ? varint_bytes(z) : 0u;
+        const std::uint32_t incl = warp_inclusive_sum32(gl | (vl << 16));
+        if (act) {
+          store_varint(data + gat + (incl & 0xFFFFu) - gl, gap);
+          store_varint(data + vat + (incl >> 16) - vl, z);
+        }
+        const std::uint32_t sums = __shfl_sync(full_warp, incl, 31);
+        gat += sums & 0xFFFFu;
+        vat += sums >> 16;
+        return;
+      }
       if (bitmap) {
         warp_set_bits(data, act, pos, carry_byte, carry_bits);
       } else if (varint) {
@@ -373,9 +389,46 @@ SPARSESYNC_KERNEL void __launch_bounds__(P::chunk_threads) warp_write_kernel(chu
     });
     if (ulp && vat != bytes && lane == 0) atomicExch(&p.ctr->error, 1);  // the size pass disagreed: a bug
   }
-  __syncwarp();  // the chunk's bytes, written by all lanes, are visible to the hashing lanes
-  const std::uint64_t digest = warp_hash_chunk(c, entry, data, plan.changes ? bytes : 0);
-  if (lane == 0) atomicAdd(reinterpret_cast<unsigned long long*>(p.ctr->payload + c % hash_slots), static_cast<unsigned long long>(digest));
+  // The chunk's hash: chunk_hash_kernel, next on the stream.
+}
+
+// XXH64(c, entry || data) of each chunk that warp_write_kernel wrote, eight chunks a warp: lanes 4j..4j+3 run the
+// four stripe accumulators of one chunk. (Hashed by the writing warp, 28 of its lanes shadowed the four: about a
+// quarter of the write pass's instructions, which bound it, not memory.) Same sums as warp_hash_chunk.
+template <class P>
+SPARSESYNC_KERNEL void __launch_bounds__(P::chunk_threads) chunk_hash_kernel(chunk_pass_params p) {
+  const unsigned lane = lane_id(), k = lane & 3u;
+  const std::uint64_t c = (std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x) / 4;
+  if (p.ctr->allocated > p.capacity || frame_bytes_of(p.segment_count, p.chunk_count, p.ctr->data_total) > p.out_capacity) return;  // uniform
+  const bool live = c < p.chunk_count;
+  std::uint64_t entry = 0, n = 0;
+  const unsigned char* data = nullptr;
+  if (live) {
+    const unsigned char* table = p.out + bucket_header_bytes + segment_entry_bytes * std::uint64_t{p.segment_count};
+    data = table + chunk_entry_bytes * std::uint64_t{p.chunk_count} + p.chunk_off[c];
+    const std::uint32_t changes = p.plans[c].changes;
+    const std::uint64_t bytes = p.chunk_bytes[c];
+    entry = std::uint64_t{changes} | (bytes << 32);
+    n = changes ? bytes : 0;
+  }
+  xxh64_state h(c);
+  const std::uint64_t total = 8 + n, stripes = total / 32;
+  const unsigned char* end = p.out + p.out_capacity;
+  std::uint64_t v = h.lane_init(k);
+#pragma unroll 4
+  for (std::uint64_t s = 0; s < stripes; ++s) {
+    const std::uint64_t word = 4 * s + k;  // of the stream entry || data
+    v = xxh64_round(v, word == 0 ? entry : load8_le(data + 8 * (word - 1), end));
+  }
+  const unsigned g = lane & ~3u;
+  const std::uint64_t v1 = __shfl_sync(full_warp, v, g), v2 = __shfl_sync(full_warp, v, g + 1);
+  const std::uint64_t v3 = __shfl_sync(full_warp, v, g + 2), v4 = __shfl_sync(full_warp, v, g + 3);
+  if (!live || k != 0) return;
+  h.resume(v1, v2, v3, v4, 32 * stripes);
+  std::uint64_t o = 32 * stripes;  // stream offset of the tail
+  for (; o + 8 <= total; o += 8) h.update_word(o == 0 ? entry : load_bytes_le(data + o - 8, 8));
+  for (; o < total; ++o) h.update_byte(data[o - 8]);  // o >= 8 here: the entry is a whole word
+  atomicAdd(reinterpret_cast<unsigned long long*>(p.ctr->payload + c % hash_slots), static_cast<unsigned long long>(h.digest()));
 }
 
 struct finalize_params {

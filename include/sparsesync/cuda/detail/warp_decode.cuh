@@ -28,11 +28,32 @@ SPARSESYNC_DEVICE std::uint64_t warp_inclusive_sum(std::uint64_t v) {
   return v;
 }
 
+SPARSESYNC_DEVICE std::uint32_t warp_inclusive_sum32(std::uint32_t v) {
+  const unsigned lane = lane_id();
+#pragma unroll
+  for (unsigned d = 1; d < 32; d *= 2) {
+    const std::uint32_t t = __shfl_up_sync(full_warp, v, d);
+    if (lane >= d) v += t;
+  }
+  return v;
+}
+
 // Little-endian value of `n` (<= 8) bytes at p, byte loads (p may have any alignment).
 SPARSESYNC_DEVICE std::uint64_t load_bytes_le(const unsigned char* p, unsigned n) {
   std::uint64_t v = 0;
   for (unsigned i = 0; i < n; ++i) v |= static_cast<std::uint64_t>(p[i]) << (8 * i);
   return v;
+}
+
+// The 8 bytes at p (any alignment; little-endian) from three aligned 4-byte loads, where those stay below `end`
+// (else byte by byte): a chunk's data starts at any byte, and byte loads bound the hashing passes.
+SPARSESYNC_DEVICE std::uint64_t load8_le(const unsigned char* p, const unsigned char* end) {
+  const auto a = reinterpret_cast<std::uintptr_t>(p);
+  const auto* q = reinterpret_cast<const std::uint32_t*>(a & ~std::uintptr_t{3});
+  if (reinterpret_cast<const unsigned char*>(q + 3) > end) return load_bytes_le(p, 8);
+  const unsigned sh = static_cast<unsigned>(a & 3u) * 8u;
+  const std::uint32_t w0 = q[0], w1 = q[1], w2 = q[2];
+  return static_cast<std::uint64_t>(__funnelshift_r(w0, w1, sh)) | (static_cast<std::uint64_t>(__funnelshift_r(w1, w2, sh)) << 32);
 }
 
 // XXH64(seed, entry || data[0, n)): lanes 0..3 run the four stripe accumulators, then every lane finishes
