@@ -202,8 +202,8 @@ static_assert(device_encoder_count == 5,
 
 // Calls f(act, rank, pos, value, prev) on all lanes for each group of 32 consecutive changes of the chunk;
 // `prev` is the position of the change before (or ~0u before the first). Groups run across tile boundaries: the
-// lanes read the counts and offsets of 32 tiles at once and each lane finds its change's tile by a search over
-// the warp's running counts. (Tile by tile, a 64K-element chunk at 1% took 32 groups of ~20 changes, each
+// lanes read the counts and offsets of 32 tiles at once and each lane finds its change's tile from the warp's
+// running counts (a ballot and the few tile ends inside its group of 32). (Tile by tile, a 64K-element chunk at 1% took 32 groups of ~20 changes, each
 // behind two dependent loads of its tile's count and offset: the size and write passes were latency-bound,
 // 0.04 + 0.09 ms per 512 MiB bucket on an H200, beside the next bucket's read. Session 22.)
 template <class W, class F>
@@ -214,16 +214,18 @@ SPARSESYNC_DEVICE void warp_for_each(const compact_source<W>& src, F&& f) {
     const std::uint64_t t = w0 + lane;
     const std::uint32_t cnt = t < src.t1 ? src.tile_cnt[t] : 0u;
     const std::uint64_t off = t < src.t1 ? src.tile_off[t] : 0u;
-    const auto incl = static_cast<std::uint32_t>(warp_inclusive_sum(cnt));
+    const std::uint32_t incl = warp_inclusive_sum32(cnt);
     const std::uint32_t total = __shfl_sync(full_warp, incl, 31);
     const auto first_tile = static_cast<std::uint32_t>(w0 - src.t0);
     for (std::uint32_t i0 = 0; i0 < total; i0 += 32) {
       const std::uint32_t i = i0 + lane;
       const bool act = i < total;
-      unsigned k = 0;  // the window's tile holding change i: the tiles whose running count ends at or before i
-#pragma unroll
-      for (unsigned step = 16; step; step >>= 1)
-        if (__shfl_sync(full_warp, incl, k + step - 1) <= i) k += step;
+      // The window's tile holding change i: the tiles whose running count ends at or before i. Those ending at or
+      // before the group's first change are a prefix (a ballot); at RL densities a tile holds more changes than a
+      // group, so at most one or two tiles end inside the group, each a step past it for the lanes after it.
+      unsigned k = static_cast<unsigned>(__popc(__ballot_sync(full_warp, incl <= i0)));
+      for (unsigned inside = __ballot_sync(full_warp, t < src.t1 && incl > i0 && incl - i0 < 32u); inside; inside &= inside - 1)
+        if (__shfl_sync(full_warp, incl, static_cast<unsigned>(__ffs(static_cast<int>(inside))) - 1) <= i) ++k;
       const std::uint32_t before = __shfl_sync(full_warp, incl - cnt, k);
       const std::uint64_t at = __shfl_sync(full_warp, off, k) + (i - before);
       const std::uint32_t pos = act ? ((first_tile + k) << src.tile_log2) + src.pos[at] : 0u;
