@@ -3,8 +3,10 @@
 
 For every version row (versions >= --from): the version time, when the last frame was emitted, and after it (ms):
 the trainer's encode end, the worker's last frame received, its verify finished, the commit's length, the settle.
+--medians: first each file's summary (median version) and dense-broadcast rows, and their ratio (what call scripts
+printed with a Python snippet of their own before session 24).
 
-usage: tail_summary.py FILE.jsonl [FILE.jsonl ...] [--from 3]
+usage: tail_summary.py FILE.jsonl [FILE.jsonl ...] [--from 3] [--medians]
 """
 import argparse
 import json
@@ -13,7 +15,20 @@ import os
 ap = argparse.ArgumentParser()
 ap.add_argument("files", nargs="+")
 ap.add_argument("--from", dest="first", type=int, default=3)
+ap.add_argument("--medians", action="store_true")
 a = ap.parse_args()
+if a.medians:
+    for f in a.files:
+        version, dense = {}, None
+        for line in open(f):
+            r = json.loads(line)
+            if r.get("row", "").endswith("summary") and "median_version_ms" in r:
+                version[(r.get("commit"), r.get("workers"))] = r["median_version_ms"]
+            elif "dense" in r.get("row", "") and "median_ms" in r:
+                dense = r["median_ms"]
+        for (commit, workers), ms in version.items():
+            ratio = " = %.3fx" % (dense / ms) if dense else ""
+            print("%-22s %s, %s worker(s): %.3f ms against dense %s ms%s" % (os.path.basename(f)[:22], commit, workers, ms, dense, ratio))
 print("%-22s %3s %8s %9s %8s %9s %8s %7s %8s" % ("file", "v", "version", "emit_last", "enc_end", "recv_last", "verified", "commit", "settled"))
 for f in a.files:
     for line in open(f):
