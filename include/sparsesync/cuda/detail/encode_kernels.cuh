@@ -203,9 +203,9 @@ static_assert(device_encoder_count == 5,
 // Calls f(act, rank, pos, value, prev) on all lanes for each group of 32 consecutive changes of the chunk;
 // `prev` is the position of the change before (or ~0u before the first). Groups run across tile boundaries: the
 // lanes read the counts and offsets of 32 tiles at once and each lane finds its change's tile from the warp's
-// running counts (a ballot and the few tile ends inside its group of 32). (Tile by tile, a 64K-element chunk at 1%
-// took 32 groups of ~20 changes, each behind two dependent loads of its tile's count and offset: the size and write
-// passes were latency-bound, 0.04 + 0.09 ms per 512 MiB bucket on an H200, beside the next bucket's read. Session 22.)
+// running counts (a ballot and the few tile ends inside its group of 32). (Tile by tile, a 64K-element chunk at 1% took 32 groups of ~20 changes, each
+// behind two dependent loads of its tile's count and offset: the size and write passes were latency-bound,
+// 0.04 + 0.09 ms per 512 MiB bucket on an H200, beside the next bucket's read. Session 22.)
 template <class W, class F>
 SPARSESYNC_DEVICE void warp_for_each(const compact_source<W>& src, F&& f) {
   const unsigned lane = lane_id();
@@ -354,7 +354,7 @@ SPARSESYNC_KERNEL void __launch_bounds__(P::chunk_threads) warp_write_kernel(chu
     warp_for_each<W>(src, [&](bool act, std::uint32_t rank, std::uint32_t pos, W v, std::uint32_t prev) {
       if (varint && ulp) {
         // Both sections' byte offsets from one 32-bit warp scan (gap bytes in the low half, value bytes in the high
-        // half; each half sums at most 32 x 5 bytes): the pass is bound by its instructions, not by memory.
+        // half; a group's sums stay below 32 x 10): the pass is bound by its instructions, not by memory.
         const std::uint32_t gap = pos - prev - 1;
         const W z = zigzag<W>(v);
         const std::uint32_t gl = act ? varint_bytes(gap) : 0u, vl = act ? varint_bytes(z) : 0u;
@@ -413,9 +413,10 @@ SPARSESYNC_KERNEL void __launch_bounds__(P::chunk_threads) chunk_hash_kernel(chu
     entry = std::uint64_t{changes} | (bytes << 32);
     n = changes ? bytes : 0;
   }
+  xxh64_state h(c);
   const std::uint64_t total = 8 + n, stripes = total / 32;
   const unsigned char* end = p.out + p.out_capacity;
-  std::uint64_t v = xxh64_state(c).lane_init(k);
+  std::uint64_t v = h.lane_init(k);
 #pragma unroll 4
   for (std::uint64_t s = 0; s < stripes; ++s) {
     const std::uint64_t word = 4 * s + k;  // of the stream entry || data
@@ -425,8 +426,11 @@ SPARSESYNC_KERNEL void __launch_bounds__(P::chunk_threads) chunk_hash_kernel(chu
   const std::uint64_t v1 = __shfl_sync(full_warp, v, g), v2 = __shfl_sync(full_warp, v, g + 1);
   const std::uint64_t v3 = __shfl_sync(full_warp, v, g + 2), v4 = __shfl_sync(full_warp, v, g + 3);
   if (!live || k != 0) return;
-  const std::uint64_t digest = chunk_hash_finish(c, v1, v2, v3, v4, stripes, entry, data, total);
-  atomicAdd(reinterpret_cast<unsigned long long*>(p.ctr->payload + c % hash_slots), static_cast<unsigned long long>(digest));
+  h.resume(v1, v2, v3, v4, 32 * stripes);
+  std::uint64_t o = 32 * stripes;  // stream offset of the tail
+  for (; o + 8 <= total; o += 8) h.update_word(o == 0 ? entry : load_bytes_le(data + o - 8, 8));
+  for (; o < total; ++o) h.update_byte(data[o - 8]);  // o >= 8 here: the entry is a whole word
+  atomicAdd(reinterpret_cast<unsigned long long*>(p.ctr->payload + c % hash_slots), static_cast<unsigned long long>(h.digest()));
 }
 
 struct finalize_params {

@@ -56,18 +56,6 @@ SPARSESYNC_DEVICE std::uint64_t load8_le(const unsigned char* p, const unsigned 
   return static_cast<std::uint64_t>(__funnelshift_r(w0, w1, sh)) | (static_cast<std::uint64_t>(__funnelshift_r(w1, w2, sh)) << 32);
 }
 
-// The digest of XXH64(seed, entry || data[0, total - 8)) once its first `stripes` 32-byte stripes have left the
-// four accumulators v1..v4: the (< 32 byte) tail, one thread.
-SPARSESYNC_DEVICE std::uint64_t chunk_hash_finish(std::uint64_t seed, std::uint64_t v1, std::uint64_t v2, std::uint64_t v3, std::uint64_t v4,
-                                                  std::uint64_t stripes, std::uint64_t entry, const unsigned char* data, std::uint64_t total) {
-  xxh64_state h(seed);
-  h.resume(v1, v2, v3, v4, 32 * stripes);
-  std::uint64_t o = 32 * stripes;  // stream offset of the tail
-  for (; o + 8 <= total; o += 8) h.update_word(o == 0 ? entry : load_bytes_le(data + o - 8, 8));
-  for (; o < total; ++o) h.update_byte(data[o - 8]);  // o >= 8 here: the entry is a whole word
-  return h.digest();
-}
-
 // XXH64(seed, entry || data[0, n)): lanes 0..3 run the four stripe accumulators, then every lane finishes
 // the (< 32 byte) tail; the result is in every lane. The stripes are read 8 at a time by the whole warp (lane i
 // loads word i of the 256 bytes, all loads in flight together) and handed to the accumulators by shuffles:
@@ -87,7 +75,11 @@ SPARSESYNC_DEVICE std::uint64_t warp_hash_chunk(std::uint64_t seed, std::uint64_
   }
   const std::uint64_t v1 = __shfl_sync(full_warp, v, 0), v2 = __shfl_sync(full_warp, v, 1);
   const std::uint64_t v3 = __shfl_sync(full_warp, v, 2), v4 = __shfl_sync(full_warp, v, 3);
-  return chunk_hash_finish(seed, v1, v2, v3, v4, stripes, entry, data, total);
+  h.resume(v1, v2, v3, v4, 32 * stripes);
+  std::uint64_t o = 32 * stripes;  // stream offset of the tail
+  for (; o + 8 <= total; o += 8) h.update_word(o == 0 ? entry : load_bytes_le(data + o - 8, 8));
+  for (; o < total; ++o) h.update_byte(data[o - 8]);  // o >= 8 here: the entry is a whole word
+  return h.digest();
 }
 
 // Decodes `count` LEB128 varints of at most `max_bits` from data[at, len), 32 bytes per step, each step
