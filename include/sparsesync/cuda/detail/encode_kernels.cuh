@@ -203,9 +203,9 @@ static_assert(device_encoder_count == 5,
 // Calls f(act, rank, pos, value, prev) on all lanes for each group of 32 consecutive changes of the chunk;
 // `prev` is the position of the change before (or ~0u before the first). Groups run across tile boundaries: the
 // lanes read the counts and offsets of 32 tiles at once and each lane finds its change's tile from the warp's
-// running counts (a ballot and the few tile ends inside its group of 32). (Tile by tile, a 64K-element chunk at 1% took 32 groups of ~20 changes, each
-// behind two dependent loads of its tile's count and offset: the size and write passes were latency-bound,
-// 0.04 + 0.09 ms per 512 MiB bucket on an H200, beside the next bucket's read. Session 22.)
+// running counts (a ballot and the few tile ends inside its group of 32). (Tile by tile, a 64K-element chunk at 1%
+// took 32 groups of ~20 changes, each behind two dependent loads of its tile's count and offset: the size and write
+// passes were latency-bound, 0.04 + 0.09 ms per 512 MiB bucket on an H200, beside the next bucket's read. Session 22.)
 template <class W, class F>
 SPARSESYNC_DEVICE void warp_for_each(const compact_source<W>& src, F&& f) {
   const unsigned lane = lane_id();
@@ -354,7 +354,7 @@ SPARSESYNC_KERNEL void __launch_bounds__(P::chunk_threads) warp_write_kernel(chu
     warp_for_each<W>(src, [&](bool act, std::uint32_t rank, std::uint32_t pos, W v, std::uint32_t prev) {
       if (varint && ulp) {
         // Both sections' byte offsets from one 32-bit warp scan (gap bytes in the low half, value bytes in the high
-        // half; a group's sums stay below 32 x 10): the pass is bound by its instructions, not by memory.
+        // half; each half sums at most 32 x 5 bytes): the pass is bound by its instructions, not by memory.
         const std::uint32_t gap = pos - prev - 1;
         const W z = zigzag<W>(v);
         const std::uint32_t gl = act ? varint_bytes(gap) : 0u, vl = act ? varint_bytes(z) : 0u;
