@@ -285,60 +285,56 @@ json e2e_throughput(const ss::model_layout& layout, std::span<const ss::const_te
   o.encode.mode = ss::value_mode::ulp;
   std::vector<unsigned char> patch;
   const double enc = time_median(reps, [&] { patch = ss::encode_patch<Sel>(layout, base, target, o); });
+  // Every bucket of a patch_encoder into `out`, then its header.
+  const auto encode_all = [](ss::patch_encoder<Sel>& e, std::vector<unsigned char>& out) {
+    out.clear();
+    e.prologue(out);
+    while (e.next_bucket() < e.bucket_count()) e.encode_next(out);
+    e.final_header(out.data());
+  };
   // As a sync sender encodes it (host_source): the base is its snapshot of the version it sent last, whose bucket
   // checksums it recorded then, so the base is compared, not hashed. Same bytes.
   std::vector<std::uint64_t> known_buckets;
+  std::vector<unsigned char> patch_known;
   {
     ss::patch_encoder<Sel> same(layout, base, base, o);  // (untimed: the checksums the sender kept)
-    std::vector<unsigned char> scratch;
-    same.prologue(scratch);
-    while (same.next_bucket() < same.bucket_count()) same.encode_next(scratch);
+    encode_all(same, patch_known);
     known_buckets = same.bucket_target_checksums();
   }
-  std::vector<unsigned char> patch_known;
   const double enc_known = time_median(reps, [&] {
     ss::patch_encoder<Sel> e(layout, base, target, o);
     e.use_known_base_checksums(known_buckets);
-    patch_known.clear();
-    e.prologue(patch_known);
-    while (e.next_bucket() < e.bucket_count()) e.encode_next(patch_known);
-    e.final_header(patch_known.data());
+    encode_all(e, patch_known);
   });
   if (patch_known != patch) throw ss::error(ss::errc::target_mismatch, "throughput: the known-base encode wrote other bytes");
   std::vector<std::uint16_t> flat(layout.numel());
   std::vector<ss::tensor_view> views(layout.size());
   for (std::size_t t = 0; t < layout.size(); ++t) views[t] = {flat.data() + layout.first_element(t), layout[t].numel(), layout[t].dtype};
-  auto reset = [&] {
-    for (std::size_t t = 0; t < layout.size(); ++t) std::memcpy(views[t].data, base[t].data, layout[t].bytes());
+  // The median apply of the patch onto a fresh copy of the base, which must then equal the target.
+  const auto time_apply = [&](const ss::apply_options& opt, const char* what) {
+    std::vector<double> t;
+    for (int r = 0; r < reps; ++r) {
+      for (std::size_t i = 0; i < layout.size(); ++i) std::memcpy(views[i].data, base[i].data, layout[i].bytes());
+      const double t0 = now_s();
+      ss::apply_patch(patch, layout, views, opt);
+      t.push_back(now_s() - t0);
+    }
+    for (std::size_t i = 0; i < layout.size(); ++i)
+      if (std::memcmp(views[i].data, target[i].data, layout[i].bytes()) != 0) throw ss::error(ss::errc::target_mismatch, what);
+    return median(t);
   };
-  std::vector<double> t;
-  for (int r = 0; r < reps; ++r) {
-    reset();
-    const double t0 = now_s();
-    ss::apply_patch(patch, layout, views);
-    t.push_back(now_s() - t0);
-  }
-  for (std::size_t i = 0; i < layout.size(); ++i)
-    if (std::memcmp(views[i].data, target[i].data, layout[i].bytes()) != 0) throw ss::error(ss::errc::target_mismatch, "throughput round trip");
+  const double apply = time_apply({}, "throughput round trip");
   // As a sync receiver applies it (host_sink): it holds the checksum of the version it last verified, so the
   // patch's base is proven by comparing checksums instead of hashing every base element.
   ss::apply_options known;
   known.known_base_checksum = ss::model_checksum(layout, base);
-  std::vector<double> tk;
-  for (int r = 0; r < reps; ++r) {
-    reset();
-    const double t0 = now_s();
-    ss::apply_patch(patch, layout, views, known);
-    tk.push_back(now_s() - t0);
-  }
-  for (std::size_t i = 0; i < layout.size(); ++i)
-    if (std::memcmp(views[i].data, target[i].data, layout[i].bytes()) != 0) throw ss::error(ss::errc::target_mismatch, "throughput round trip (known base)");
+  const double apply_known = time_apply(known, "throughput round trip (known base)");
   const double dense = static_cast<double>(layout.bytes());
   return {{"encoder", std::string(Sel::name)},
           {"encode_gbps", dense / enc / 1e9},
           {"encode_known_base_gbps", dense / enc_known / 1e9},
-          {"apply_verify_gbps", dense / median(t) / 1e9},
-          {"apply_verify_known_base_gbps", dense / median(tk) / 1e9}};
+          {"apply_verify_gbps", dense / apply / 1e9},
+          {"apply_verify_known_base_gbps", dense / apply_known / 1e9}};
 }
 
 // Every chunk of a patch as an encoder sees it: changes, base, and the data the patch carries for it.
