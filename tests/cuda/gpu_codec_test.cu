@@ -695,6 +695,35 @@ TEST_CASE("GPU apply in place: frames of every encoder, mode and dtype; bucket b
           dm.download(got);
           CHECK(got.bytes == target.bytes);
         }
+        // The whole patch's commit in one call (the kept buckets commit side by side on the lanes), twice with the
+        // same plan (the second patch goes back: the lanes of one patch's commit before the next one's verifies);
+        // then on the wrong base (the last bucket refused): nothing written.
+        {
+          std::vector<std::pair<const unsigned char*, std::size_t>> fr;
+          for (auto [off, len] : frames) fr.push_back({dpatch.p + off, len});
+          device_model dm(base);
+          sc::apply_plan ap(layout, acfg);
+          ap.set_lanes(lanes);
+          for (auto [f, len] : fr) ap.verify(f, len, dm.d_ptrs);
+          ap.check_patch(pro.header);
+          ap.commit(fr, dm.d_ptrs);
+          const auto r = ap.result();
+          INFO(name_of(c, 12) << " lanes, atomic, one commit call: " << r.status.message());
+          CHECK(r.status.ok());
+          CHECK_EQ(r.committed, frames.size());
+          host_model got(layout);
+          dm.download(got);
+          CHECK(got.bytes == target.bytes);
+          ap.begin();
+          for (auto [f, len] : fr) ap.verify(f, len, dm.d_ptrs);  // the same frames on the new weights: refused
+          ap.check_patch(pro.header, known ? std::optional<std::uint64_t>(pro.header.base_checksum ^ 1) : std::nullopt);
+          ap.commit(fr, dm.d_ptrs);
+          const auto again = ap.result();
+          CHECK_FALSE(again.status.ok());
+          CHECK_EQ(again.committed, 0);
+          dm.download(got);
+          CHECK(got.bytes == target.bytes);
+        }
         {
           device_model dm(base);
           sc::apply_plan ap(layout, acfg);

@@ -388,6 +388,33 @@ class apply_plan {
     throw_on_cuda_error(commit_bucket(temp_.data(), temp_.size(), layout_.view(), d_model, d_frame, frame_bytes, state(), cfg_, false, stream_),
                         "commit_bucket");
   }
+  // commit() of a verified patch's frames, in bucket order. With lanes, buckets whose staging was kept since their
+  // verify commit side by side, in turn on each lane (they write disjoint elements, and such a commit is one
+  // scatter that counts itself): one after another on the plan's stream, each scatter's tail idled the GPU before
+  // the next one started. The plan's stream waits for the lanes. Other frames: one by one, as commit().
+  void commit(std::span<const std::pair<const unsigned char*, std::size_t>> frames, void* const* d_model) {
+    const bool side_by_side = lanes_.size() > 1 && frames.size() > 1 && committed_ == 0 && frames.size() == verified_ &&
+                              std::equal(frames.begin(), frames.end(), kept_.begin(),
+                                         [](const auto& f, const kept_bucket& k) { return f.first == k.frame && f.second == k.bytes; });
+    if (!side_by_side) {
+      for (const auto& [frame, bytes] : frames) commit(frame, bytes, d_model);
+      return;
+    }
+    const std::size_t n = std::min(lanes_.size(), frames.size());
+    throw_on_cuda_error(cudaEventRecord(joined_.get(), stream_), "cudaEventRecord");  // after the verdict's join
+    for (std::size_t j = 0; j < n; ++j) throw_on_cuda_error(cudaStreamWaitEvent(lanes_[j], joined_.get(), 0), "cudaStreamWaitEvent");
+    for (std::size_t i = 0; i < frames.size(); ++i) {
+      const kept_bucket& k = kept_[i];
+      throw_on_cuda_error(commit_bucket(k.temp.data(), k.temp.size(), layout_.view(), d_model, k.frame, k.bytes, state(), k.cfg, true,
+                                        lanes_[i % n]),
+                          "commit_bucket");
+    }
+    committed_ = verified_;
+    for (std::size_t j = 0; j < n; ++j) {
+      throw_on_cuda_error(cudaEventRecord(lane_done_[j].get(), lanes_[j]), "cudaEventRecord");
+      throw_on_cuda_error(cudaStreamWaitEvent(stream_, lane_done_[j].get(), 0), "cudaStreamWaitEvent");
+    }
+  }
   // Verifies this bucket and, if nothing has failed so far, writes it (reusing the verify pass's staging).
   void apply(const unsigned char* d_frame, std::size_t frame_bytes, void* const* d_model, std::span<const unsigned char> host_copy = {}) {
     size_staging(d_frame, frame_bytes, host_copy);
@@ -622,7 +649,7 @@ class apply_plan {
   std::vector<device_buffer> ring_;
   std::vector<bool> lane_started_;
   std::size_t lane_next_ = 0;  // buckets given to the lanes since begin()
-  plan_event begun_, grown_;
+  plan_event begun_, grown_, joined_;  // (joined_: commit of a whole patch, its lanes start after the verdict)
   device_buffer undo_state_;         // a clean apply_state for undo_bucket_by_redecode
   // Small device-to-host reads (frame counts, the verdict) land in pinned memory: a copy to pageable memory
   // would block in the driver, holding up other threads' launches on the same context meanwhile.

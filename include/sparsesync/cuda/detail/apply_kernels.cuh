@@ -68,6 +68,10 @@ struct apply_params {
   bool unordered;
   std::uint32_t* entropy_state;  // per chunk: what the warp entropy decoder leaves for the values (entropy_decode.cuh)
   std::uint8_t encoder;          // apply_config::encoder: the only encoder whose frames this launch decodes (0: any)
+  // A commit of staging its own verify left (commit_after_verify) counts itself and no finish kernel follows:
+  // the verdict was joined already, so the finish could only count, and without it the commits of kept buckets
+  // may run side by side (apply_plan::commit of a whole patch).
+  bool commit_counts;
 };
 
 SPARSESYNC_DEVICE void fail(std::int32_t* status, errc e) { atomicCAS(status, 0, static_cast<std::int32_t>(e)); }
@@ -659,7 +663,10 @@ SPARSESYNC_KERNEL void __launch_bounds__(process_threads) apply_process_kernel(a
   if (I.status != 0 || I.decode_status != 0) return;  // refused: nothing staged is trusted
   if constexpr (Pass == process_pass::commit) {
     if (p.state->status != 0) return;  // some bucket of the version was refused: write nothing
-    if (blockIdx.x == 0 && threadIdx.x == 0) p.info->written = 1;
+    if (blockIdx.x == 0 && threadIdx.x == 0) {
+      p.info->written = 1;
+      if (p.commit_counts) atomicAdd(reinterpret_cast<unsigned long long*>(&p.state->committed), 1ull);
+    }
   }
   if constexpr (Pass == process_pass::undo) {
     if (!I.written) return;

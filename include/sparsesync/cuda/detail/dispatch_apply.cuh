@@ -98,7 +98,7 @@ cudaError_t dispatch_apply(void* d_temp, std::size_t& temp_bytes, const device_l
   const bool commit = phase != apply_phase::verify && !unordered;
   const apply_params p{d_frame,      frame_bytes, layout,      d_model,     d_state,     l.info,      l.segs,      l.seg_cap,
                        l.chunk_off,  l.chunk_cap, l.change_off, l.stage_pos, l.stage_val, l.stage_old, l.stage_cap, commit,
-                       !cfg.known_base, unordered, l.entropy_state, cfg.encoder};
+                       !cfg.known_base, unordered, l.entropy_state, cfg.encoder, phase == apply_phase::commit_after_verify};
   // Which sequential decoders to launch: all (each exits at once for another encoder's frame) or the one cfg
   // names. The warp decoder always runs: it also takes every chunk's payload checksum share.
   const auto decodes = [&](encoder_id e) { return cfg.encoder == 0 || cfg.encoder == static_cast<std::uint8_t>(e); };
@@ -163,6 +163,7 @@ cudaError_t dispatch_apply(void* d_temp, std::size_t& temp_bytes, const device_l
   if (commit) {
     apply_process_kernel<process_pass::commit><<<process_blocks, process_threads, 0, stream>>>(p);
     SPARSESYNC_CUDA_LAUNCH_CHECK(stream);
+    if (p.commit_counts) return cudaSuccess;  // (it counted itself: see apply_params::commit_counts)
   }
   apply_finish_kernel<P><<<1, 1, 0, stream>>>(p);
   SPARSESYNC_CUDA_LAUNCH_CHECK(stream);

@@ -616,7 +616,7 @@ class device_applier_impl final : public sync::device_applier_backend {
     device_scope on(device_);
     if (!full_ && opt_.commit == frame_commit_mode::atomic) {
       auto* d = weights_ptrs_.mutable_data();
-      for (const auto& [frame, bytes] : frames_) applier_->commit(frame, bytes, d);
+      applier_->commit(frames_, d);
       const auto r = applier_->result();
       if (!r.status) throw error(r.status.code(), "device_sink: commit of a verified version failed: " + r.status.message());
     } else {

@@ -204,7 +204,7 @@ class frame_subscriber {
         const auto verdict = applier_->result();
         if (!verdict.status) throw error(verdict.status);
         if (mode_ == commit_mode::atomic) {
-          for (const auto& [frame, bytes] : frames) applier_->commit(frame, bytes, d_weights);
+          applier_->commit(frames, d_weights);
           const auto done = applier_->result();
           if (!done.status) throw error(done.status);
         }
