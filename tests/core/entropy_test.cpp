@@ -575,6 +575,20 @@ void check_count_and_hash() {
         CHECK(std::equal(plain[l].begin(), plain[l].begin() + detail::entropy_key_count<W>, fused[l].begin()));
       CHECK(rank_fused == rank_plain);
       CHECK(key_fused == key_plain);
+      // And by the definition: the elements of the change's class (either sign) before it in its lane.
+      {
+        const std::size_t q = detail::entropy_lane_length<W>(n);
+        constexpr unsigned sign = entropy_params::class_count<W>;
+        bool as_defined = true;
+        for (std::size_t c = 0; c < pos.size(); ++c) {
+          const std::size_t p = pos[c], l = q == 0 ? detail::entropy_lanes - 1 : std::min<std::size_t>(p / q, detail::entropy_lanes - 1);
+          const unsigned k = detail::entropy_key_of(base[p]);
+          std::uint32_t r = 0;
+          for (std::size_t i = l * q; i < p; ++i) r += (detail::entropy_key_of(base[i]) | sign) == (k | sign);
+          as_defined &= key_plain[c] == k && rank_plain[c] == r;
+        }
+        CHECK(as_defined);
+      }
       CHECK(scan_hash.done == hash.done);
       if (scan_hash.done) CHECK(scan_hash.sum == content_checksum(base.data(), n, first));
     }

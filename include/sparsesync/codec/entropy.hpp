@@ -141,8 +141,8 @@ unsigned entropy_group_of(const entropy_groups& g, W bits) {
   return g.of_key[entropy_key_of(bits)];
 }
 
-// The encoder's scan, as state and steps (shared by entropy_scan_changes and the scan that also hashes the
-// base, entropy_x86.hpp).
+// The scan that also hashes the base (entropy_scan_changes_hashed), as state and steps: rows of 8 bytes of each
+// lane, read once for the counts, the ranks and the hash (entropy_x86.hpp).
 template <element_word W>
 struct entropy_scan {
   static constexpr unsigned L = entropy_lanes;
@@ -195,20 +195,40 @@ struct entropy_scan {
 // The encoder's one pass over a chunk's base: the class counts of entropy_count_classes and, for each change,
 // its key and how many elements of its own class (either sign) precede it in its lane. Groups are not known
 // yet (they follow from the counts), so ranks within groups come after (entropy_rank_changes).
+// Lane by lane, the run before each change counted in a tight loop into two counter sets (alternate elements,
+// so that a run of one class waits on two counters in turn rather than on one): a change costs the run's one
+// exit instead of a compare on every element (the row walk of entropy_scan, which the hashing scan keeps, spent
+// ~16 ns a change at 3.6% density on Zen 4: ~0.89 ns an element against 0.70 here).
 template <element_word W>
 void entropy_scan_changes(std::span<const W> base, std::span<const std::uint32_t> positions, entropy_lane_counts& h,
                           std::uint32_t* class_rank, std::uint16_t* key_of_change) {
-  entropy_scan<W> s(base.size(), positions, h, class_rank, key_of_change);
-  if constexpr (std::endian::native == std::endian::little) {
-    const W* const b = base.data();
-    for (std::size_t i = 0; i < s.q; i += s.per_word) {
-      std::array<std::uint64_t, entropy_lanes> v;
-      for (unsigned l = 0; l < entropy_lanes; ++l) std::memcpy(&v[l], b + l * s.q + i, 8);
-      s.row(i, v);
+  constexpr unsigned L = entropy_lanes, K = entropy_key_count<W>, sign = entropy_params::class_count<W>;
+  const std::size_t n = base.size(), q = entropy_lane_length<W>(n);
+  const W* const b = base.data();
+  std::array<std::uint32_t, entropy_max_keys> odd;  // the second counter set; h[l] is the first
+  std::size_t j = 0;
+  for (unsigned l = 0; l < L; ++l) {
+    std::uint32_t* const even = h[l].data();
+    std::fill_n(even, K, 0u);
+    std::fill_n(odd.data(), K, 0u);
+    const std::size_t to = l + 1 == L ? n : (l + 1) * q;
+    std::size_t e = l * q;
+    const auto count_to = [&](std::size_t end) {
+      for (; e + 2 <= end; e += 2) {
+        ++even[entropy_key_of(b[e])];
+        ++odd[entropy_key_of(b[e + 1])];
+      }
+      if (e < end) ++even[entropy_key_of(b[e++])];
+    };
+    for (; j < positions.size() && positions[j] < to; ++j) {
+      const std::size_t p = positions[j];
+      count_to(p);
+      const unsigned k = entropy_key_of(b[p]);
+      class_rank[j] = even[k] + even[k ^ sign] + odd[k] + odd[k ^ sign];
+      key_of_change[j] = static_cast<std::uint16_t>(k);
     }
-    for (std::size_t i = entropy_lanes * s.q; i < s.n; ++i) s.step(entropy_lanes - 1, i, entropy_key_of(b[i]));
-  } else {
-    entropy_for_each_key<W>(base, [&](unsigned l, std::size_t i, unsigned k) { s.step(l, i, k); });
+    count_to(to);
+    for (unsigned k = 0; k < K; ++k) even[k] += odd[k];
   }
 }
 
