@@ -12,7 +12,8 @@
 //                     [--configs MB:E:L[:F[:T:TB]],... (runs each configuration in turn, same process, same GPUs; F:
 //                      the snapshot advance, 1 (default) fused into detect, 2 a pass deferred past the last bucket, 0 a
 //                      pass after each bucket; T:TB: the model's last T MiB in buckets of TB MiB, fixed_bytes's tail)]
-//                     [--json FILE] [--trace FILE (a CUPTI timeline, kernel_trace.hpp)]
+//                     [--json FILE] [--trace FILE (a CUPTI timeline, kernel_trace.hpp)] [--link-ctas N]
+//                     [--ack-poll-us U (sender_options::ack_poll: publish() polls for the acks U us before it sleeps)]
 //                     [--encoders rice,varint,raw,bitmap,entropy (rice; each configuration runs with each, in turn)]
 // The rows name the configuration; per-bucket cost = version time / buckets. Worker 0's host time is split into
 // waiting for control messages (between versions too), device receives, sink calls that enqueue the verify
@@ -209,6 +210,7 @@ struct options {
   std::string json;
   std::vector<std::string> encoders{"rice"};
   int link_ctas = 0;  // --link-ctas N: each nccl_link's communicator's CTA limit (0: nccl_link_options' default)
+  unsigned ack_poll_us = 0;  // --ack-poll-us U: sender_options::ack_poll (0: publish() sleeps while it waits)
 };
 
 // One engine configuration of a --configs list.
@@ -298,6 +300,7 @@ void run_engine(const model_layout& layout, const options& o, const engine_confi
     sync::sender_options so;
     so.encode.mode = value_mode::ulp;
     so.history = 2;  // kept patches hold their frames in GPU memory
+    so.ack_poll = std::chrono::microseconds(o.ack_poll_us);
     sc::device_source_options dso;
     dso.stream = stream;
     dso.expected_density = o.density * 1.5;
@@ -446,11 +449,11 @@ void run_engine(const model_layout& layout, const options& o, const engine_confi
     char line[1400];
     std::snprintf(line, sizeof line,
                   "\"row\":\"engine_nccl_summary\",\"encoder\":\"%s\",\"bucket_mb\":%llu,\"buckets\":%zu,\"encode_lanes\":%u,\"verify_lanes\":%u,\"fused_advance\":%u,"
-                  "\"tail_mb\":%u,\"tail_bucket_mb\":%u,\"link_ctas\":%d,\"median_ms_per_bucket\":%.4f,\"commit\":\"%s\",\"workers\":%d,\"density\":%.4f,\"versions\":%d,\"median_version_ms\":%.3f,"
+                  "\"tail_mb\":%u,\"tail_bucket_mb\":%u,\"link_ctas\":%d,\"ack_poll_us\":%u,\"median_ms_per_bucket\":%.4f,\"commit\":\"%s\",\"workers\":%d,\"density\":%.4f,\"versions\":%d,\"median_version_ms\":%.3f,"
                   "\"median_encode_ms\":%.3f,\"median_snapshot_advance_ms\":%.3f,\"median_slowest_worker_ms\":%.3f,\"bits_per_change\":%.3f,"
                   "\"trainer_snapshot_gpu_bytes\":%llu,\"trainer_scratch_gpu_bytes\":%llu,\"trainer_gpu_bytes_held_by_engine\":%llu",
                   enc_name.c_str(), static_cast<unsigned long long>(c.bucket_mb), buckets, c.encode_lanes, c.verify_lanes, c.fused_advance,
-                  c.tail_mb, c.tail_bucket_mb, o.link_ctas ? o.link_ctas : nccl_link_options{}.comm.max_ctas, median(version_ms) / static_cast<double>(std::max<std::size_t>(1, buckets)), mode_name, nw, o.density, o.versions,
+                  c.tail_mb, c.tail_bucket_mb, o.link_ctas ? o.link_ctas : nccl_link_options{}.comm.max_ctas, o.ack_poll_us, median(version_ms) / static_cast<double>(std::max<std::size_t>(1, buckets)), mode_name, nw, o.density, o.versions,
                   median(version_ms), median(encode_ms), median(snapshot_ms), median(apply_ms), bits,
                   static_cast<unsigned long long>(tm.snapshot_device), static_cast<unsigned long long>(tm.scratch_device),
                   static_cast<unsigned long long>(free0 - free1));
@@ -484,6 +487,7 @@ int main(int argc, char** argv) {
     else if (a == "--configs") configs_arg = next();
     else if (a == "--json") o.json = next();
     else if (a == "--link-ctas") o.link_ctas = std::stoi(next());
+    else if (a == "--ack-poll-us") o.ack_poll_us = static_cast<unsigned>(std::stoul(next()));
     else if (a == "--trace") o.trace = next();
     else if (a == "--encoders") {
       o.encoders.clear();
@@ -497,7 +501,7 @@ int main(int argc, char** argv) {
     else {
       std::fprintf(stderr, "usage: engine_nccl_bench [--layers N] [--density D] [--versions V] [--workers W] [--commit atomic|streamed|both] "
                            "[--bucket-mb M] [--encode-lanes E] [--verify-lanes L] [--configs MB:E:L,...] [--encoders rice,varint,raw,bitmap,entropy] [--json FILE] "
-                           "[--trace FILE] [--link-ctas N]\n");
+                           "[--trace FILE] [--link-ctas N] [--ack-poll-us U]\n");
       return 2;
     }
   }

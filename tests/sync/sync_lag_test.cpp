@@ -100,3 +100,53 @@ TEST_CASE("sender: a stalled receiver is marked lagging and not waited for; it c
   CHECK(rep.lagging == 0);
   tx.close();
 }
+
+TEST_CASE("sender: publish() polling for acks (ack_poll) sees every ack, and still stops at the lag bound for a stalled receiver") {
+  const auto layout = lag_layout();
+  host_model trainer(layout);
+  fill_random(trainer, 5);
+  sync::sender_options so;
+  so.encode.log2_chunk = 10;
+  so.ack_timeout = 10s;
+  so.ack_poll = 5s;  // longer than the lag bound: the poll must end where the sleep would have
+  sync_sender tx(layout, so, fixed_bytes{16384});
+  auto [a, b] = make_inproc_pair();
+  tx.add_receiver(std::move(b));
+  applier first(layout, std::move(a));
+  auto [c, d] = make_inproc_pair();
+  tx.add_receiver(std::move(d));
+  applier second(layout, std::move(c));
+  first.start();
+  second.start();
+  REQUIRE(tx.wait_for_receivers(2, 20s));
+  for (std::uint64_t v = 1; v <= 4; ++v) {
+    if (v > 1) perturb_ulp(trainer, 0.01, 70 + v);
+    const auto views = trainer.views();
+    const auto rep = tx.publish(v, views);
+    CHECK(rep.seconds < 2.5);  // a poll blind to the acks would run its 5 s
+    CHECK(rep.acknowledged == 2);
+    CHECK(rep.lagging == 0);
+    for (applier* w : {&first, &second}) {
+      std::shared_lock lock(w->rx->weights_mutex());
+      CHECK(w->weights == trainer);
+      CHECK(w->rx->version() == v);
+    }
+  }
+  // A third receiver that reads nothing: publish() returns at the lag bound (lag_grace), not after ack_poll.
+  auto [e, f] = make_inproc_pair();
+  tx.add_receiver(std::move(f));
+  applier stalled(layout, std::move(e));  // handshaken (the constructor), holding no version
+  perturb_ulp(trainer, 0.01, 90);
+  const auto views = trainer.views();
+  const auto rep = tx.publish(5, views);
+  CHECK(rep.seconds < 3.0);
+  CHECK(rep.acknowledged == 2);
+  CHECK(rep.lagging == 1);
+  stalled.start();  // resumes: a full transfer of the newest version
+  CHECK(tx.wait_for_receivers(3, 20s));
+  {
+    std::shared_lock lock(stalled.rx->weights_mutex());
+    CHECK(stalled.weights == trainer);
+  }
+  tx.close();
+}

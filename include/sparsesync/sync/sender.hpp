@@ -41,6 +41,10 @@ struct sender_options {
   // never sets the pace of the others) until it has caught up by kept patches or a full transfer. While no
   // receiver has acknowledged, publish() waits for all of them up to ack_timeout (docs/PROTOCOL.md, "Lag").
   std::chrono::milliseconds lag_grace{250};
+  // publish() polls for the acks this long before it sleeps (0: it sleeps at once). A thread woken from sleep
+  // starts again tens to hundreds of microseconds after the ack came (40-210 us on H200 hosts, session 24's
+  // timelines), which a version of ~14 ms pays in full; polling costs a busy core (yielding) for as long.
+  std::chrono::microseconds ack_poll{0};
 };
 
 struct receiver_status {
@@ -197,7 +201,7 @@ class sender {
         has_latest_ = true;
         full_.reset();
       }
-      state_cv_.notify_all();  // sessions in sync start sending while buckets are encoded
+      notify_state();  // sessions in sync start sending while buckets are encoded
       patch_options po;
       po.base_version = stream->base_version;
       po.target_version = version;
@@ -239,7 +243,7 @@ class sender {
         published_from_zero_ = stream;
       }
     }
-    state_cv_.notify_all();
+    notify_state();
     retired.clear();
     report.target_checksum = stream->target_checksum;
     report.payload_bytes = stream->payload_bytes;
@@ -299,7 +303,7 @@ class sender {
       if (closing_ && sessions_.empty()) return;
       closing_ = true;
     }
-    state_cv_.notify_all();
+    notify_state();
     std::list<std::unique_ptr<session>> sessions;
     {
       std::lock_guard lock(state_mutex_);
@@ -341,7 +345,9 @@ class sender {
   // max(lag_grace, 2 x the slowest in-step one's time) has passed since the publish are marked lagging and
   // not waited for; while none is in step, all are waited for. True when none is left.
   bool wait_for_acks_locked(std::unique_lock<std::mutex>& lock, clock::time_point until) {
+    const auto poll_until = clock::now() + opt_.ack_poll;
     for (;;) {
+      const std::uint64_t seen = state_changes_.load(std::memory_order_acquire);
       bool pending = false, any_in_step = false;
       clock::duration slowest{0};
       for (const auto& s : sessions_) {
@@ -370,6 +376,13 @@ class sender {
         wake = std::min(wake, mark_at);
       }
       if (now >= until) return false;
+      if (now < poll_until) {  // (ack_poll) until the state changes, the poll ends or `wake` comes
+        const auto stop = std::min(poll_until, wake);
+        lock.unlock();
+        while (state_changes_.load(std::memory_order_acquire) == seen && clock::now() < stop) std::this_thread::yield();
+        lock.lock();
+        continue;
+      }
       state_cv_.wait_until(lock, wake);
     }
   }
@@ -501,13 +514,20 @@ class sender {
     return nullptr;
   }
 
+  // Every change of the state under state_mutex_ that a waiter might await: counted (publish()'s poll watches
+  // the count without the lock), then the sleepers woken.
+  void notify_state() {
+    state_changes_.fetch_add(1, std::memory_order_release);
+    state_cv_.notify_all();
+  }
+
   void fail_session(session& s, const std::string& why) {
     {
       std::lock_guard lock(state_mutex_);
       s.connected = false;
       s.last_error = why;
     }
-    state_cv_.notify_all();
+    notify_state();
   }
 
   void run_session(session& s) {
@@ -534,7 +554,7 @@ class sender {
         s.handshaken = true;
         s.link.send(encode(welcome{layout_hash_, has_latest_, latest_}));
       }
-      state_cv_.notify_all();
+      notify_state();
       for (;;) {
         std::shared_ptr<version_stream> stream;
         bool need_full = false;
@@ -603,7 +623,7 @@ class sender {
         } else {
           throw error(errc::malformed, "unexpected message from the receiver");
         }
-        state_cv_.notify_all();
+        notify_state();
       }
       s.link.close();
     } catch (const std::exception& e) {
@@ -689,6 +709,7 @@ class sender {
 
   mutable std::mutex state_mutex_;      // everything below
   std::condition_variable state_cv_;
+  std::atomic<std::uint64_t> state_changes_{0};  // notify_state() calls
   std::list<std::unique_ptr<session>> sessions_;
   std::deque<std::shared_ptr<version_stream>> history_;
   std::weak_ptr<version_stream> full_;  // the full transfer being sent, if any (sessions own it)
