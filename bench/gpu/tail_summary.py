@@ -5,8 +5,11 @@ For every version row (versions >= --from): the version time, when the last fram
 the trainer's encode end, the worker's last frame received, its verify finished, the commit's length, the settle.
 --medians: first each file's summary (median version) and dense-broadcast rows, and their ratio (what call scripts
 printed with a Python snippet of their own before session 24).
+--hops: also each version's last three frames hop by hop (timelines from session 25 on keep each event's last six
+times): emitted by the encoder, send enqueued, receive posted by worker 0, landed, handed to the verify; and the
+ack's path (commit end, ack sent, received by the trainer, settle begun).
 
-usage: tail_summary.py FILE.jsonl [FILE.jsonl ...] [--from 3] [--medians]
+usage: tail_summary.py FILE.jsonl [FILE.jsonl ...] [--from 3] [--medians] [--hops]
 """
 import argparse
 import json
@@ -16,6 +19,7 @@ ap = argparse.ArgumentParser()
 ap.add_argument("files", nargs="+")
 ap.add_argument("--from", dest="first", type=int, default=3)
 ap.add_argument("--medians", action="store_true")
+ap.add_argument("--hops", action="store_true")
 a = ap.parse_args()
 if a.medians:
     for f in a.files:
@@ -41,3 +45,22 @@ for f in a.files:
             os.path.basename(f)[:22], r["version"], r["version_ms"], e, t["trainer_encode_end"][0] - e,
             t["worker0_frame_received"][1] - e, t["worker0_finish_end"][0] - e,
             t["worker0_commit_end"][0] - t["worker0_commit_begin"][0], t["trainer_settle_end"][0]))
+
+if a.hops:
+    hops = [("emitted", "trainer_frame_emitted"), ("send", "trainer_send_device_begin"), ("posted", "worker0_receive_posted"),
+            ("landed", "worker0_frame_received"), ("handed", "worker0_added")]
+    for f in a.files:
+        for line in open(f):
+            r = json.loads(line)
+            if r.get("row") != "engine_nccl_version" or r["version"] < a.first:
+                continue
+            t = r["timeline_ms"]
+            if len(t.get("trainer_frame_emitted", [])) < 4:
+                print("%s: no per-event times (a timeline from before session 25)" % os.path.basename(f))
+                break
+            print("%s v%d, last three frames (ms since publish()):" % (os.path.basename(f)[:22], r["version"]))
+            for name, key in hops:
+                print("  %-8s %s" % (name, "  ".join("%8.3f" % x for x in t[key][3][-3:])))
+            print("  ack: commit end %.3f, sent %.3f, trainer got it %.3f, settle %.3f; closing header sent %.3f, worker messages %s" % (
+                t["worker0_commit_end"][0], t["worker0_message_sent"][1], t["trainer_message_received"][1], t["trainer_settle_begin"][0],
+                t["trainer_message_sent"][1], " ".join("%.3f" % x for x in t["worker0_message_received"][3][-3:])))
