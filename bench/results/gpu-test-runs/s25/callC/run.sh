@@ -36,5 +36,6 @@ for f in old-1 new-1 poll-1 old-2 new-2 poll-2 old-3 new-3 poll-3 poll-s new3-a 
   echo "== $f" >> $OUT/summary.txt
   python3 bench/gpu/tail_summary.py --medians $W/$f.jsonl >> $OUT/summary.txt 2>&1
 done
+python3 bench/gpu/tail_summary.py --hops $W/new-1.jsonl $W/poll-1.jsonl 2>&1 | grep -v "^[a-z0-9-]*.jsonl  " >> $OUT/summary.txt
 gzip -9 $W/*.log $W/*.err 2>/dev/null
 cd $W && tar czf $OUT/callC.tgz * && cat $OUT/summary.txt
