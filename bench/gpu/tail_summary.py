@@ -33,13 +33,19 @@ if a.medians:
         for (commit, workers), ms in version.items():
             ratio = " = %.3fx" % (dense / ms) if dense else ""
             print("%-22s %s, %s worker(s): %.3f ms against dense %s ms%s" % (os.path.basename(f)[:22], commit, workers, ms, dense, ratio))
-print("%-22s %3s %8s %9s %8s %9s %8s %7s %8s" % ("file", "v", "version", "emit_last", "enc_end", "recv_last", "verified", "commit", "settled"))
-for f in a.files:
+
+
+def version_rows(f):
+    """The version rows of one file from --from on, with their timelines."""
     for line in open(f):
         r = json.loads(line)
-        if r.get("row") != "engine_nccl_version" or r["version"] < a.first:
-            continue
-        t = r["timeline_ms"]
+        if r.get("row") == "engine_nccl_version" and r["version"] >= a.first:
+            yield r, r["timeline_ms"]
+
+
+print("%-22s %3s %8s %9s %8s %9s %8s %7s %8s" % ("file", "v", "version", "emit_last", "enc_end", "recv_last", "verified", "commit", "settled"))
+for f in a.files:
+    for r, t in version_rows(f):
         e = t["trainer_frame_emitted"][1]
         print("%-22s %3d %8.3f %9.3f %+8.3f %+9.3f %+8.3f %7.3f %8.3f" % (
             os.path.basename(f)[:22], r["version"], r["version_ms"], e, t["trainer_encode_end"][0] - e,
@@ -50,11 +56,7 @@ if a.hops:
     hops = [("emitted", "trainer_frame_emitted"), ("send", "trainer_send_device_begin"), ("posted", "worker0_receive_posted"),
             ("landed", "worker0_frame_received"), ("handed", "worker0_added")]
     for f in a.files:
-        for line in open(f):
-            r = json.loads(line)
-            if r.get("row") != "engine_nccl_version" or r["version"] < a.first:
-                continue
-            t = r["timeline_ms"]
+        for r, t in version_rows(f):
             if len(t.get("trainer_frame_emitted", [])) < 4:
                 print("%s: no per-event times (a timeline from before session 25)" % os.path.basename(f))
                 break
