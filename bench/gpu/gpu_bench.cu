@@ -4,6 +4,8 @@
 //   cub       cub::DeviceSelect::If of the change predicate (int64 positions) + a gather of the new values
 //   encode    sparsesync::cuda::encode_bucket, per encoder / value mode, base checksum computed or known
 //   apply     sparsesync::cuda verify + commit in place, base checksum computed or known (incremental)
+//   atomic commit (--commit-buckets B) an atomic version's commit alone, after all B buckets verified: one bucket
+//             after another, and apply_plan::commit of the frame list (time_atomic_commit)
 // Updates come from an Adam/BF16-like generator on the GPU (mirroring include/sparsesync/gen/adam_bf16.hpp's
 // idea, statelessly): FP32 master weights w ~ N(0, s^2) with s = 0.02 * 2^N(0, 0.25) per 16M-element block,
 // base = bf16_rne(w), target = bf16_rne(w - lr * clamp(N(0,1), 3)); lr is calibrated to hit each density.
@@ -23,6 +25,7 @@
 #include <chrono>
 #include <limits>
 #include <optional>
+#include <span>
 #include <stdexcept>
 #include <cstdio>
 #include <cstdlib>
@@ -107,6 +110,7 @@ struct args {
   bool baselines = true;     // compare / cub rows
   unsigned log2_chunk = 16;  // --log2-chunk: the encoders' chunk size (above 16, entropy's chunks are decoded by one lane)
   std::string trace;         // --trace FILE: a CUPTI timeline (kernel_trace.hpp), each timed run of encode/apply marked
+  unsigned commit_buckets = 0;  // --commit-buckets B: also an atomic version's commit over B buckets, one by one and as a list
 };
 
 // --trace: the timeline, and the row whose timed runs median_ms marks ("<row> v<rep> start" / "end", the windows
@@ -212,6 +216,87 @@ struct enc_cfg {
   value_mode mode;
 };
 
+// An atomic version's commit, the pass after its last verify: the model split into `buckets` equal buckets, each
+// encoded (base -> target and back) as the sync engine encodes a bucket; per rep, every bucket of one direction
+// verified on four lanes (as device_sink does), then only the commit timed: one commit_bucket after another on
+// the plan's stream ("one by one", as before session 25), or apply_plan::commit of the frame list (the kept
+// buckets side by side on the lanes). Directions alternate, so the model returns to `base`. Returns the two
+// medians (ms) and whether every version left the model bit-identical to its target.
+struct commit_times {
+  double one_by_one = 0, list = 0;
+  bool ok = true;
+};
+commit_times time_atomic_commit(std::uint16_t* base, const std::uint16_t* target, std::uint64_t n, void** d_base_ptr, void** d_target_ptr,
+                                const model_layout& layout, const sc::encode_config& cfg0, unsigned buckets, int reps,
+                                unsigned long long* d_count, std::uint64_t changed) {
+  using frame = std::pair<const unsigned char*, std::size_t>;
+  std::vector<unsigned char*> owned;
+  std::vector<frame> fwd, bwd;
+  for (unsigned j = 0; j < buckets; ++j) {
+    const std::uint64_t lo = n * j / buckets / 8 * 8, hi = j + 1 == buckets ? n : n * (j + 1) / buckets / 8 * 8;
+    sc::encode_config cfg = cfg0;
+    cfg.bucket_index = j;
+    cfg.max_changes = (hi - lo) / 50 + 65536;
+    for (int dir = 0; dir < 2; ++dir) {
+      sc::encode_plan p(layout, bucket_plan{dtype::bf16, {{0, lo, hi - lo}}}, cfg);
+      const auto r = dir == 0 ? p.encode(reinterpret_cast<const void* const*>(d_base_ptr), reinterpret_cast<const void* const*>(d_target_ptr))
+                              : p.encode(reinterpret_cast<const void* const*>(d_target_ptr), reinterpret_cast<const void* const*>(d_base_ptr));
+      if (r.status != 0) {
+        std::printf("!! commit bench: bucket %u encode status %d\n", j, r.status);
+        return {0, 0, false};
+      }
+      unsigned char* copy = nullptr;
+      CK(cudaMalloc(&copy, r.frame_bytes));
+      CK(cudaMemcpy(copy, p.frame(), r.frame_bytes, cudaMemcpyDeviceToDevice));
+      owned.push_back(copy);
+      (dir == 0 ? fwd : bwd).push_back({copy, r.frame_bytes});
+    }
+  }
+  std::vector<cudaStream_t> lanes(4);
+  for (auto& l : lanes) CK(cudaStreamCreateWithFlags(&l, cudaStreamNonBlocking));
+  cudaStream_t stream = nullptr;
+  CK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  commit_times out;
+  {
+    sc::apply_config ac;
+    ac.known_base = true;
+    sc::apply_plan ap(layout, ac, stream);
+    ap.set_lanes(lanes);
+    cudaEvent_t a, b;
+    CK(cudaEventCreate(&a));
+    CK(cudaEventCreate(&b));
+    std::vector<float> t[2];
+    for (int r = 0; r < 2 * (reps + 1); ++r) {  // (the first of each mode: warm-up, not kept)
+      const int mode = (r / 2) % 2;                // one by one / list, alternating every version pair
+      const auto& frames = r % 2 == 0 ? fwd : bwd;
+      ap.begin();
+      for (const auto& [f, len] : frames) ap.verify(f, len, d_base_ptr);
+      CK(cudaEventRecord(a, stream));
+      if (mode == 0)
+        for (const auto& [f, len] : frames) ap.commit(f, len, d_base_ptr);
+      else
+        ap.commit(std::span<const frame>(frames), d_base_ptr);
+      CK(cudaEventRecord(b, stream));
+      const auto res = ap.result();
+      out.ok &= res.status.ok() && res.committed == buckets;
+      float ms = 0;
+      CK(cudaEventElapsedTime(&ms, a, b));
+      if (r >= 4) t[mode].push_back(ms);
+      if (r % 2 == 0) out.ok &= count_diff(base, target, n, d_count) == 0;  // forward: the model is the target
+    }
+    out.ok &= count_diff(base, target, n, d_count) == changed;  // back at the base
+    for (auto& v : t) std::sort(v.begin(), v.end());
+    out.one_by_one = t[0][t[0].size() / 2];
+    out.list = t[1][t[1].size() / 2];
+    CK(cudaEventDestroy(a));
+    CK(cudaEventDestroy(b));
+  }
+  for (auto l : lanes) CK(cudaStreamDestroy(l));
+  CK(cudaStreamDestroy(stream));
+  for (auto* p : owned) CK(cudaFree(p));
+  return out;
+}
+
 }  // namespace
 
 // Detect-kernel tunings compared in the same run (kernels templated on a policy get hidden visibility, which
@@ -288,8 +373,9 @@ int main(int argc, char** argv) {
     else if (k == "--no-baselines") a.baselines = false;
     else if (k == "--trace" && i + 1 < argc) a.trace = argv[++i];
     else if (k == "--log2-chunk" && i + 1 < argc) a.log2_chunk = static_cast<unsigned>(std::atoi(argv[++i]));
+    else if (k == "--commit-buckets" && i + 1 < argc) a.commit_buckets = static_cast<unsigned>(std::atoi(argv[++i]));
     else {
-      std::fprintf(stderr, "usage: %s [--sizes 1e8,1e9] [--densities 0.01,0.1] [--reps 7] [--json out.jsonl] [--quick] [--enc rice/ulp,...] [--no-sweep] [--no-baselines] [--trace FILE] [--log2-chunk 16]\n",
+      std::fprintf(stderr, "usage: %s [--sizes 1e8,1e9] [--densities 0.01,0.1] [--reps 7] [--json out.jsonl] [--quick] [--enc rice/ulp,...] [--no-sweep] [--no-baselines] [--trace FILE] [--log2-chunk 16] [--commit-buckets 33]\n",
                    argv[0]);
       return 2;
     }
@@ -554,6 +640,16 @@ int main(int argc, char** argv) {
         }
         CK(cudaFree(fwd));
         CK(cudaFree(bwd));
+        if (a.commit_buckets > 0) {
+          const auto ct = time_atomic_commit(base, target, n, d_base_ptr, d_target_ptr, layout, cfg, a.commit_buckets, reps, d_count, changed);
+          char d1[160], d2[160];
+          std::snprintf(d1, sizeof d1, "%u buckets verified on 4 lanes, then committed one by one; %s", a.commit_buckets, ct.ok ? "verified" : "FAILED");
+          std::snprintf(d2, sizeof d2, "%u buckets verified on 4 lanes, then committed as one list; %s", a.commit_buckets, ct.ok ? "verified" : "FAILED");
+          row("atomic commit " + name, ct.one_by_one, n / ct.one_by_one / 1e6, 0, d1);
+          row("atomic commit " + name, ct.list, n / ct.list / 1e6, 0, d2);
+          emit(s("kind", "atomic_commit") + "," + s("encoder", name) + "," + f("n", n) + "," + f("density", dens) + "," + f("buckets", a.commit_buckets) +
+               "," + f("changed", changed) + "," + f("one_by_one_ms", ct.one_by_one) + "," + f("list_ms", ct.list) + "," + f("ok", ct.ok));
+        }
       }
       std::fflush(stdout);
       if (g_json) std::fflush(g_json);
