@@ -11,6 +11,7 @@
 #include <sparsesync/cuda/detail/entropy_decode.cuh>
 #include <sparsesync/cuda/detail/entropy_decode_alone.cuh>
 #include <sparsesync/cuda/detail/entropy_decode_split.cuh>
+#include <sparsesync/cuda/detail/scan.cuh>
 #include <sparsesync/cuda/detail/warp_decode.cuh>
 #include <sparsesync/cuda/types.cuh>
 #include <sparsesync/format/wire.hpp>
@@ -130,6 +131,11 @@ SPARSESYNC_KERNEL void __launch_bounds__(256) apply_parse_kernel(apply_params p)
   __shared__ typename scan_t::TempStorage tmp;
   bucket_info& I = *p.info;
   const device_layout& L = p.layout;
+  // The bucket's info starts zeroed (sums and slots the later passes add to): here rather than a memset launch
+  // of its own before this one.
+  static_assert(sizeof(bucket_info) % 8 == 0, "bucket_info is zeroed in 8-byte words");
+  for (unsigned w = threadIdx.x; w < sizeof(bucket_info) / 8; w += blockDim.x) reinterpret_cast<std::uint64_t*>(&I)[w] = 0;
+  __syncthreads();
   if (threadIdx.x == 0) {
     errc e = errc::ok;
     if (!p.unordered && p.state->status != 0)
@@ -254,6 +260,28 @@ struct stage_loader {
     const std::uint32_t n = ld32(frame + info->table_off + chunk_entry_bytes * i);
     const std::uint32_t len = chunk_len(info->N, info->log2_chunk, i);
     return (std::uint64_t{n < len ? n : len} + 3) & ~std::uint64_t{3};
+  }
+};
+
+// Both scans of the chunk table in one (data offsets: table_loader; staging offsets: stage_loader).
+struct chunk_offsets_loader {
+  const unsigned char* frame;
+  const bucket_info* info;
+  SPARSESYNC_DEVICE u64_pair operator()(std::uint64_t i) const { return {table_loader{frame, info}(i), stage_loader{frame, info}(i)}; }
+};
+struct chunk_offsets_out {
+  std::uint64_t* chunk_off;
+  std::uint64_t* change_off;
+  SPARSESYNC_DEVICE void operator()(std::uint64_t i, u64_pair v) const {
+    chunk_off[i] = v.a;
+    change_off[i] = v.b;
+  }
+};
+struct chunk_totals_out {
+  bucket_info* info;
+  SPARSESYNC_DEVICE void operator()(u64_pair v) const {
+    info->data_total = v.a;
+    info->staged_total = v.b;
   }
 };
 

@@ -116,13 +116,10 @@ cudaError_t dispatch_apply(void* d_temp, std::size_t& temp_bytes, const device_l
     return cudaSuccess;
   }
   if (phase != apply_phase::commit_after_verify) {
-    SPARSESYNC_CUDA_TRY(cudaMemsetAsync(l.info, 0, sizeof(bucket_info), stream));
     apply_parse_kernel<P><<<1, 256, 0, stream>>>(p);
     SPARSESYNC_CUDA_LAUNCH_CHECK(stream);
-    SPARSESYNC_CUDA_TRY(
-        exclusive_scan(table_loader{d_frame, l.info}, &l.info->C, 0, l.scan_partials, l.chunk_off, &l.info->data_total, stream));
-    SPARSESYNC_CUDA_TRY(
-        exclusive_scan(stage_loader{d_frame, l.info}, &l.info->C, 0, l.scan_partials, l.change_off, &l.info->staged_total, stream));
+    SPARSESYNC_CUDA_TRY(exclusive_scan(chunk_offsets_loader{d_frame, l.info}, &l.info->C, 0, l.scan_partials,
+                                       chunk_offsets_out{l.chunk_off, l.change_off}, chunk_totals_out{l.info}, stream));
     if (!commit && !cfg.known_base) {
       apply_base_hash_kernel<typename P::detect_hashed><<<hash_blocks, P::detect_hashed::detect_threads, 0, stream>>>(p);
       SPARSESYNC_CUDA_LAUNCH_CHECK(stream);
