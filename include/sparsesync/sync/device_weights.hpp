@@ -74,6 +74,9 @@ class device_encoder_backend {
   [[nodiscard]] virtual device_memory_report memory() const = 0;
   // Waits for what encode_version left running on the GPU (a deferred snapshot advance); the seconds waited.
   virtual double settle() { return 0; }
+  // Once the version's closing header is out (after encode_version, on the same thread): starts what the version
+  // put off so as not to hold that header back (the deferred advance's launches); the seconds it took.
+  virtual double version_written() { return 0; }
 };
 
 // The GPU half of a device_sink (cuda/sync/device_engine.cuh); its calls are version_sink's.
@@ -126,7 +129,9 @@ class device_source {
   [[nodiscard]] bool has_version() const { return backend_ && backend_->has_version(); }
 
   source_totals encode_version(std::span<const const_tensor_view> weights, const patch_options& po, version_stream& out) {
-    return write(out, po, !has_version(), [&](const frame_emitter& emit) { return backend_->encode_version(weights, emit); });
+    source_totals totals = write(out, po, !has_version(), [&](const frame_emitter& emit) { return backend_->encode_version(weights, emit); });
+    totals.snapshot_seconds += backend_->version_written();
+    return totals;
   }
 
   void encode_full(const patch_options& po, version_stream& out) {

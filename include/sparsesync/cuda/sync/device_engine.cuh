@@ -265,6 +265,7 @@ class device_encoder_impl final : public sync::device_encoder_backend {
 
   sync::source_totals encode_version(std::span<const const_tensor_view> weights, const sync::frame_emitter& emit) override {
     device_scope on(device_);
+    start_pending_advance();
     phases_ = {};
     const auto start = clock::now();
     const auto* d_weights = weights_ptrs_.set(pointers_of(weights));
@@ -282,7 +283,7 @@ class device_encoder_impl final : public sync::device_encoder_backend {
         phases_.encode_seconds = seconds_since(start);
         const auto advance_start = clock::now();
         if (deferring()) {
-          enqueue_deferred_advance();  // settle() waits for it
+          advance_pending_ = true;  // launched by version_written(), once the closing header is out; settle() waits for it
         } else {
           advance_snapshot();
         }
@@ -298,6 +299,7 @@ class device_encoder_impl final : public sync::device_encoder_backend {
 
   void encode_full(const sync::frame_emitter& emit) override {
     device_scope on(device_);
+    start_pending_advance();
     if (!has_version_) throw error(errc::invalid_argument, "device_source: no version to send");
     std::vector<const void*> snap(snapshot_->pointers().begin(), snapshot_->pointers().end());
     encode_from_zero(snapshot_ptrs_.set(snap), emit);
@@ -305,7 +307,18 @@ class device_encoder_impl final : public sync::device_encoder_backend {
 
   void invalidate() override {
     has_version_ = false;
+    advance_pending_ = false;  // (the snapshot holds no version: nothing to advance)
     bucket_targets_.assign(plans_.size(), 0);
+  }
+
+  // The deferred advance's 33 buckets' launches took ~0.2 ms of a 7B version on the trainer's thread, between the
+  // last frame and the closing header that every worker's verdict waits for (session 24's timelines).
+  double version_written() override {
+    if (!advance_pending_) return 0;
+    device_scope on(device_);
+    const auto t0 = clock::now();
+    enqueue_deferred_advance();
+    return seconds_since(t0);
   }
 
   double settle() override {
@@ -421,10 +434,17 @@ class device_encoder_impl final : public sync::device_encoder_backend {
     return opt_.deferred_advance && !encoders_.empty() && !encoders_.front()->config().advance_base;
   }
 
+  // A deferred advance that version_written() did not start (its caller threw in between): before anything reads
+  // the snapshot.
+  void start_pending_advance() {
+    if (advance_pending_) enqueue_deferred_advance();
+  }
+
   // Every bucket's advance, each on its encode's stream (its scratch holds the changes), after the version's last
   // encode; `stream` waits for all of them, so whatever comes next on it (the next encode, a full transfer from
   // the snapshot) reads the advanced snapshot.
   void enqueue_deferred_advance() {
+    advance_pending_ = false;
     const auto t0 = clock::now();
     for (auto& e : encoders_) e->advance_base_async();
     for (const auto& a : aux_) {
@@ -501,6 +521,7 @@ class device_encoder_impl final : public sync::device_encoder_backend {
   cuda_event start_;
   cuda_event advanced_;    // a lane's deferred advances, for `stream` to wait on
   bool advancing_ = false;  // deferred advances enqueued and not yet waited for (settle)
+  bool advance_pending_ = false;  // deferred advances not yet enqueued (version_written); whatever reads the snapshot next enqueues them first
   std::vector<std::unique_ptr<encode_plan>> encoders_;
   std::unique_ptr<snapshot_storage> snapshot_;
   device_pointer_array weights_ptrs_, snapshot_ptrs_;

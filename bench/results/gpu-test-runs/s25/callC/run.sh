@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Session 25, call C (two GPUs or more): this session's engine changes on the NCCL engine. Tests (the NCCL engine's
 # on two GPUs; kill and sharded on four), then 1 -> 1 atomic versions alternated: s24g's build (old), this build
-# (new: a verified patch's commit as one list, the kept buckets side by side on the verify lanes), and this build
+# (new = .carry/s25f, this session's last build: a verified patch's commit as one list, the kept buckets side by side on the verify lanes), and this build
 # with publish() polling for the ack (--ack-poll-us 20000); one streamed; on four GPUs 1 -> 3 atomic and streamed.
 # The timeline keeps each event's last six times (the last frames hop by hop: tail_summary.py --hops).
 set -u
 . bench/gpu/device_call_lib.sh
-call_setup s24g s25c /tmp/outC
+call_setup s24g s25f /tmp/outC
 tests="engine_gpu_tests:60 engine_nccl_gpu_tests:120"
 [ "$G" -ge 4 ] && tests="$tests engine_nccl_kill_gpu_tests:60 engine_nccl_sharded_gpu_tests:60"
 call_tests $tests
