@@ -186,6 +186,7 @@ class timed_encoder final : public sync::device_encoder_backend {
   void encode_full(const sync::frame_emitter& emit) override { inner_->encode_full(emit); }
   void invalidate() override { inner_->invalidate(); }
   [[nodiscard]] sync::device_memory_report memory() const override { return inner_->memory(); }
+  double version_written() override { return inner_->version_written(); }
   double settle() override {
     g_timeline.mark("trainer_settle_begin");
     const double s = inner_->settle();

@@ -68,8 +68,32 @@ link_pair make_links() {
   return {tampering_link(std::move(a), never), tampering_link(std::move(b), flip), flip};
 }
 
+// A backend behind a decorator that forwards what a wrapper written before session 25 would (a timing or logging
+// layer, as engine_nccl_bench's): everything but version_written(). The deferred snapshot advance (host
+// snapshot) that version_written() starts must still be done before publish() returns: the caller then changes
+// the weights it reads.
+class decorated_backend final : public sync::device_encoder_backend {
+ public:
+  explicit decorated_backend(std::unique_ptr<sync::device_encoder_backend> inner) : inner_(std::move(inner)) {}
+  void prepare(const model_layout& layout, std::vector<bucket_plan> plans, encoder_id encoder, const encode_options& enc) override {
+    inner_->prepare(layout, std::move(plans), encoder, enc);
+  }
+  [[nodiscard]] bool has_version() const override { return inner_->has_version(); }
+  sync::source_totals encode_version(std::span<const const_tensor_view> weights, const sync::frame_emitter& emit) override {
+    return inner_->encode_version(weights, emit);
+  }
+  void encode_full(const sync::frame_emitter& emit) override { inner_->encode_full(emit); }
+  void invalidate() override { inner_->invalidate(); }
+  [[nodiscard]] sync::device_memory_report memory() const override { return inner_->memory(); }
+  double settle() override { return inner_->settle(); }
+
+ private:
+  std::unique_ptr<sync::device_encoder_backend> inner_;
+};
+
 // The trainer of every case: the test layout's random weights on the GPU and a device_source sender over them
-// (rice, ulp values, 1 MiB buckets, the snapshot where `place` says). Cases bind its members by name.
+// (rice, ulp values, 1 MiB buckets, the snapshot where `place` says; the backend decorated if asked). Cases bind
+// its members by name.
 struct gpu_trainer {
   model_layout layout = sparsesync_test::test_layout();
   stream_holder stream;
@@ -77,9 +101,14 @@ struct gpu_trainer {
   std::vector<std::uint16_t> weights = sparsesync_test::random_weights(layout.numel());
   sync::sender_options opt = ulp_options();
   device_sender tx;
-  explicit gpu_trainer(sync::snapshot_place place = sync::snapshot_place::device)
-      : tx(layout, opt, fixed_bytes{1u << 20}, sync::device_source<rice>(sc::compiled_device_encoder_backend(source_options(stream.s, place)))) {
+  explicit gpu_trainer(sync::snapshot_place place = sync::snapshot_place::device, bool decorated = false)
+      : tx(layout, opt, fixed_bytes{1u << 20}, sync::device_source<rice>(backend(source_options(stream.s, place), decorated))) {
     model.upload(weights);
+  }
+  static std::unique_ptr<sync::device_encoder_backend> backend(const sc::device_source_options& o, bool decorated) {
+    auto b = sc::compiled_device_encoder_backend(o);
+    if (decorated) return std::make_unique<decorated_backend>(std::move(b));
+    return b;
   }
   static sync::sender_options ulp_options() {
     sync::sender_options o;
@@ -94,8 +123,8 @@ struct gpu_trainer {
   }
 };
 
-void run_fan_out(sync::snapshot_place place) {
-  gpu_trainer t(place);
+void run_fan_out(sync::snapshot_place place, bool decorated = false) {
+  gpu_trainer t(place, decorated);
   [[maybe_unused]] auto& [layout, stream, trainer, weights, opt, tx] = t;
   host_sender host_tx(layout, opt, fixed_bytes{1u << 20});  // the host engine on the same weights: the reference sizes and checksums
   auto [href_a, href_b] = make_inproc_pair();
@@ -183,6 +212,10 @@ TEST_CASE("GPU trainer, GPU and host workers: every version bit-identical, ackno
 
 TEST_CASE("the snapshot in pinned host memory: the same versions, no GPU copy of the model") {
   run_fan_out(sync::snapshot_place::host_pinned);
+}
+
+TEST_CASE("a decorated backend that does not forward version_written: the deferred advance still done within publish()") {
+  run_fan_out(sync::snapshot_place::host_pinned, true);
 }
 
 TEST_CASE("late and restarted GPU workers: full transfers encoded on the GPU, patches for a restored version") {

@@ -75,7 +75,9 @@ class device_encoder_backend {
   // Waits for what encode_version left running on the GPU (a deferred snapshot advance); the seconds waited.
   virtual double settle() { return 0; }
   // Once the version's closing header is out (after encode_version, on the same thread): starts what the version
-  // put off so as not to hold that header back (the deferred advance's launches); the seconds it took.
+  // put off so as not to hold that header back (the deferred advance's launches); the seconds it took. A
+  // decorator should forward it; one that does not only delays that start to settle(), which must then start it
+  // (the advance reads the weights, which the caller may change once publish() returned).
   virtual double version_written() { return 0; }
 };
 
