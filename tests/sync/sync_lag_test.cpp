@@ -21,6 +21,15 @@ namespace {
 
 model_layout lag_layout() { return model_layout({{"emb", dtype::bf16, {64, 257}}, {"w", dtype::bf16, {257, 300}}}); }
 
+// Small chunks; ack_timeout far above the lag bound (before the lag bound every publish waited this long for a
+// stalled receiver).
+sync::sender_options lag_options() {
+  sync::sender_options so;
+  so.encode.log2_chunk = 10;
+  so.ack_timeout = 10s;
+  return so;
+}
+
 // A receiver applying versions on its own thread once started.
 struct applier {
   host_model weights;
@@ -52,10 +61,7 @@ TEST_CASE("sender: a stalled receiver is marked lagging and not waited for; it c
   const auto layout = lag_layout();
   host_model trainer(layout);
   fill_random(trainer, 3);
-  sync::sender_options so;
-  so.encode.log2_chunk = 10;
-  so.ack_timeout = 10s;  // before the fix every publish waited this long for the stalled receiver
-  sync_sender tx(layout, so, fixed_bytes{16384});
+  sync_sender tx(layout, lag_options(), fixed_bytes{16384});
 
   auto [a, b] = make_inproc_pair();
   tx.add_receiver(std::move(b));
@@ -105,9 +111,7 @@ TEST_CASE("sender: publish() polling for acks (ack_poll) sees every ack, and sti
   const auto layout = lag_layout();
   host_model trainer(layout);
   fill_random(trainer, 5);
-  sync::sender_options so;
-  so.encode.log2_chunk = 10;
-  so.ack_timeout = 10s;
+  sync::sender_options so = lag_options();
   so.ack_poll = 5s;  // longer than the lag bound: the poll must end where the sleep would have
   sync_sender tx(layout, so, fixed_bytes{16384});
   auto [a, b] = make_inproc_pair();
