@@ -435,9 +435,10 @@ class device_encoder_impl final : public sync::device_encoder_backend {
     return opt_.deferred_advance && !encoders_.empty() && !encoders_.front()->config().advance_base;
   }
 
-  // A deferred advance that version_written() did not start (a decorator that does not forward it, or a throw in
-  // between): before publish() returns (settle), as the advance reads the weights the caller changes next, and
-  // before anything reads the snapshot. (settle() and a session's encode_full() may run at once: the lock.)
+  // A deferred advance that version_written() did not start (a decorator that does not forward it): before
+  // publish() returns (settle), as the advance reads the weights the caller changes next, and before anything
+  // reads the snapshot (a decorator that forwards settle() neither was never safe: the advance would then also
+  // go unwaited). (settle() and a session's encode_full() may run at once: the lock.)
   void start_pending_advance() {
     std::lock_guard lock(advance_mutex_);
     if (advance_pending_) enqueue_deferred_advance();
