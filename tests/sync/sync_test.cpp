@@ -462,3 +462,112 @@ TEST_CASE("a refused version whose old weights cannot be put back is still nacke
   t.join();
   CHECK(other.empty());
 }
+
+namespace {
+
+// A host source whose next encode fails after the version's prologue went out (fail_next): what a trainer whose
+// encode throws midway (an allocation, a device fault) leaves in the versions' stream.
+template <class Sel, class Policy>
+class flaky_source {
+ public:
+  void prepare(const model_layout& layout, const encode_options& enc, const Policy& policy) {
+    layout_ = &layout;
+    buckets_ = policy.plan(layout, enc.log2_chunk).size();
+    inner_.prepare(layout, enc, policy);
+  }
+  [[nodiscard]] bool has_version() const { return inner_.has_version(); }
+  sync::source_totals encode_version(std::span<const const_tensor_view> w, const patch_options& po, sync::version_stream& out) {
+    if (fail_next.exchange(false)) {
+      std::vector<unsigned char> bytes;
+      sparsesync::detail::write_patch_prologue(bytes, sparsesync::detail::patch_header_for(*layout_, buckets_, po, !has_version(), 0), {},
+                                               po.metadata);
+      sync::stream_writer(out).prologue(bytes);
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the sessions send it
+      inner_.invalidate();
+      throw error(errc::invalid_argument, "flaky_source: the encode failed midway");
+    }
+    return inner_.encode_version(w, po, out);
+  }
+  void encode_full(const patch_options& po, sync::version_stream& out) { inner_.encode_full(po, out); }
+  void invalidate() { inner_.invalidate(); }
+  static inline std::atomic<bool> fail_next{false};
+
+ private:
+  sync::host_source<Sel, Policy> inner_;
+  const model_layout* layout_ = nullptr;
+  std::size_t buckets_ = 0;
+};
+
+}  // namespace
+
+TEST_CASE("an encode that fails after part of its version was sent ends those sessions: no receiver or publish() left waiting") {
+  using flaky_sender = sync::sender<auto_encoder, fixed_bytes, inproc_transport, flaky_source>;
+  const auto layout = small_layout();
+  host_model trainer(layout);
+  fill_random(trainer, 21);
+  sync::sender_options so;
+  so.encode.log2_chunk = 10;
+  so.ack_timeout = std::chrono::seconds(20);  // a regression fails here instead of waiting 10 minutes
+  flaky_sender tx(layout, so, fixed_bytes{16384});
+  auto [a, b] = make_inproc_pair();
+  tx.add_receiver(std::move(b));
+  host_model first(layout);
+  auto first_views = first.mutable_views();
+  sync_receiver rx(layout, first_views, std::move(a));
+  std::atomic<bool> ended{false};
+  std::thread applier([&] {
+    try {
+      while (rx.next()) {
+      }
+    } catch (const std::exception& e) {
+      MESSAGE("first receiver stopped: " << e.what());
+    }
+    ended = true;
+  });
+  REQUIRE(tx.wait_for_receivers(1, std::chrono::seconds(20)));
+  for (std::uint64_t v = 1; v <= 2; ++v) {
+    if (v > 1) perturb_ulp(trainer, 0.01, 30 + v);
+    const auto views = trainer.views();
+    CHECK(tx.publish(v, views).acknowledged == 1);
+  }
+  const host_model v2 = trainer;
+  perturb_ulp(trainer, 0.01, 40);
+  flaky_source<auto_encoder, fixed_bytes>::fail_next = true;
+  {
+    const auto views = trainer.views();
+    CHECK_THROWS_AS(tx.publish(3, views), sparsesync::error);
+  }
+  // The session that had sent version 3's prologue is over: its receiver's link closed, its weights version 2.
+  for (int i = 0; i < 200 && !ended; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  CHECK(ended);
+  applier.join();
+  {
+    std::shared_lock lock(rx.weights_mutex());
+    CHECK(first == v2);
+  }
+  CHECK_FALSE(tx.receivers().at(0).connected);
+  // A receiver that connects now gets the next version whole.
+  auto [c, d] = make_inproc_pair();
+  tx.add_receiver(std::move(d));
+  host_model second(layout);
+  auto second_views = second.mutable_views();
+  sync_receiver rx2(layout, second_views, std::move(c));
+  std::thread applier2([&] {
+    try {
+      while (rx2.next()) {
+      }
+    } catch (const std::exception& e) {
+      MESSAGE("second receiver stopped: " << e.what());
+    }
+  });
+  perturb_ulp(trainer, 0.01, 41);
+  const auto views = trainer.views();
+  const auto rep = tx.publish(4, views);
+  CHECK(rep.acknowledged == 1);
+  {
+    std::shared_lock lock(rx2.weights_mutex());
+    CHECK(second == trainer);
+  }
+  tx.close();
+  applier2.join();
+}

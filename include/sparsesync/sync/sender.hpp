@@ -593,7 +593,11 @@ class sender {
             std::lock_guard lock(state_mutex_);
             ++s.full_transfers;
           }
-          if (!send_stream(s, *stream)) continue;
+          const stream_sent sent = send_stream(s, *stream);
+          if (sent == stream_sent::part)  // (the catch below ends the session)
+            throw error(errc::invalid_argument, "version " + std::to_string(stream->target_version) +
+                                                    " failed to encode after part of it was sent: the receiver cannot finish it");
+          if (sent == stream_sent::nothing) continue;
           sent_version = stream->target_version;
           sent_checksum = stream->target_checksum;
         }
@@ -635,12 +639,16 @@ class sender {
     }
   }
 
-  // Sends every message of `stream`; false if the stream failed to encode (nothing useful was sent). A bucket
-  // kept in GPU memory goes on the device path where the receiver asked for it, else as a host copy.
-  bool send_stream(session& s, version_stream& stream) {
+  // Sends every message of `stream`: all of them, none (the stream failed to encode, or held nothing), or part of
+  // them before it failed, which leaves the receiver inside a version it cannot finish: there is no message that
+  // calls a version off, so the session ends (the receiver sees its link close, puts its old weights back, and a
+  // reconnect gets a full transfer) rather than leave it waiting and publish() waiting for its ack. A bucket kept
+  // in GPU memory goes on the device path where the receiver asked for it, else as a host copy.
+  enum class stream_sent { all, nothing, part };
+  stream_sent send_stream(session& s, version_stream& stream) {
     for (std::size_t i = 0;; ++i) {
       const auto e = stream.wait_for_entry(i);
-      if (!e.host) return !stream.failed() && i > 0;
+      if (!e.host) return stream.failed() ? (i > 0 ? stream_sent::part : stream_sent::nothing) : (i > 0 ? stream_sent::all : stream_sent::nothing);
       std::size_t bytes = 0;
       if (!e.device) {
         s.link.send(*e.host);
