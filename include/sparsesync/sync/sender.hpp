@@ -648,7 +648,10 @@ class sender {
   stream_sent send_stream(session& s, version_stream& stream) {
     for (std::size_t i = 0;; ++i) {
       const auto e = stream.wait_for_entry(i);
-      if (!e.host) return stream.failed() ? (i > 0 ? stream_sent::part : stream_sent::nothing) : (i > 0 ? stream_sent::all : stream_sent::nothing);
+      if (!e.host) {
+        if (i == 0) return stream_sent::nothing;
+        return stream.failed() ? stream_sent::part : stream_sent::all;
+      }
       std::size_t bytes = 0;
       if (!e.device) {
         s.link.send(*e.host);
