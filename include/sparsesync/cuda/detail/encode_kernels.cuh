@@ -214,7 +214,7 @@ SPARSESYNC_DEVICE void warp_for_each(const compact_source<W>& src, F&& f) {
     const std::uint64_t t = w0 + lane;
     const std::uint32_t cnt = t < src.t1 ? src.tile_cnt[t] : 0u;
     const std::uint64_t off = t < src.t1 ? src.tile_off[t] : 0u;
-    const std::uint32_t incl = warp_inclusive_sum32(cnt);
+    const std::uint32_t incl = warp_inclusive_sum<std::uint32_t>(cnt);
     const std::uint32_t total = __shfl_sync(full_warp, incl, 31);
     const auto first_tile = static_cast<std::uint32_t>(w0 - src.t0);
     for (std::uint32_t i0 = 0; i0 < total; i0 += 32) {
@@ -352,42 +352,30 @@ SPARSESYNC_KERNEL void __launch_bounds__(P::chunk_threads) warp_write_kernel(chu
     std::uint32_t carry_byte = ~0u, carry_bits = 0;  // bitmap: the last byte stored and its bits so far
     std::uint64_t gat = 0, vat = plan.values_at;  // running byte offsets of the two sections
     warp_for_each<W>(src, [&](bool act, std::uint32_t rank, std::uint32_t pos, W v, std::uint32_t prev) {
-      if (varint && ulp) {
-        // Both sections' byte offsets from one 32-bit warp scan (gap bytes in the low half, value bytes in the high
-        // half; each half sums at most 32 x 5 bytes): the pass is bound by its instructions, not by memory.
-        const std::uint32_t gap = pos - prev - 1;
-        const W z = zigzag<W>(v);
-        const std::uint32_t gl = act ? varint_bytes(gap) : 0u, vl = act ? varint_bytes(z) : 0u;
-        const std::uint32_t incl = warp_inclusive_sum32(gl | (vl << 16));
-        if (act) {
-          store_varint(data + gat + (incl & 0xFFFFu) - gl, gap);
-          store_varint(data + vat + (incl >> 16) - vl, z);
-        }
-        const std::uint32_t sums = __shfl_sync(full_warp, incl, 31);
-        gat += sums & 0xFFFFu;
-        vat += sums >> 16;
-        return;
+      // Both varint sections' byte offsets from one 32-bit warp scan (gap bytes in the low half, value bytes in the
+      // high half; each half sums at most 32 x 5 bytes): the pass is bound by its instructions, not by memory.
+      const std::uint32_t gap = pos - prev - 1;
+      const W z = zigzag<W>(v);
+      const std::uint32_t gl = act && varint ? varint_bytes(gap) : 0u, vl = act && ulp ? varint_bytes(z) : 0u;
+      std::uint32_t incl = 0, sums = 0;
+      if (varint || ulp) {  // (warp-uniform)
+        incl = warp_inclusive_sum<std::uint32_t>(gl | (vl << 16));
+        sums = __shfl_sync(full_warp, incl, 31);
       }
       if (bitmap) {
         warp_set_bits(data, act, pos, carry_byte, carry_bits);
       } else if (varint) {
-        const std::uint32_t gap = pos - prev - 1;
-        const std::uint64_t len = act ? varint_bytes(gap) : 0;
-        const std::uint64_t incl = warp_inclusive_sum(len);
-        if (act) store_varint(data + gat + incl - len, gap);
-        gat += __shfl_sync(full_warp, incl, 31);
+        if (act) store_varint(data + gat + (incl & 0xFFFFu) - gl, gap);
       } else if (act) {  // raw_index32
         store_bytes_le(data + 4ull * rank, pos, 4);
       }
       if (ulp) {
-        const W z = zigzag<W>(v);
-        const std::uint64_t len = act ? varint_bytes(z) : 0;
-        const std::uint64_t incl = warp_inclusive_sum(len);
-        if (act) store_varint(data + vat + incl - len, z);
-        vat += __shfl_sync(full_warp, incl, 31);
+        if (act) store_varint(data + vat + (incl >> 16) - vl, z);
       } else if (act) {
         store_bytes_le(data + plan.values_at + std::uint64_t{sizeof(W)} * rank, v, sizeof(W));
       }
+      gat += sums & 0xFFFFu;
+      vat += sums >> 16;
     });
     if (ulp && vat != bytes && lane == 0) atomicExch(&p.ctr->error, 1);  // the size pass disagreed: a bug
   }
@@ -426,11 +414,8 @@ SPARSESYNC_KERNEL void __launch_bounds__(P::chunk_threads) chunk_hash_kernel(chu
   const std::uint64_t v1 = __shfl_sync(full_warp, v, g), v2 = __shfl_sync(full_warp, v, g + 1);
   const std::uint64_t v3 = __shfl_sync(full_warp, v, g + 2), v4 = __shfl_sync(full_warp, v, g + 3);
   if (!live || k != 0) return;
-  h.resume(v1, v2, v3, v4, 32 * stripes);
-  std::uint64_t o = 32 * stripes;  // stream offset of the tail
-  for (; o + 8 <= total; o += 8) h.update_word(o == 0 ? entry : load_bytes_le(data + o - 8, 8));
-  for (; o < total; ++o) h.update_byte(data[o - 8]);  // o >= 8 here: the entry is a whole word
-  atomicAdd(reinterpret_cast<unsigned long long*>(p.ctr->payload + c % hash_slots), static_cast<unsigned long long>(h.digest()));
+  const std::uint64_t digest = xxh64_chunk_digest(h, v1, v2, v3, v4, entry, data, n);
+  atomicAdd(reinterpret_cast<unsigned long long*>(p.ctr->payload + c % hash_slots), static_cast<unsigned long long>(digest));
 }
 
 struct finalize_params {

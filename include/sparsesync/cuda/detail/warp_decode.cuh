@@ -8,6 +8,7 @@
 
 #include <sparsesync/cuda/detail/chunk_codec.cuh>
 #include <sparsesync/cuda/types.cuh>
+#include <type_traits>
 
 SPARSESYNC_NS_BEGIN
 namespace cuda {
@@ -18,21 +19,14 @@ inline constexpr unsigned full_warp = 0xFFFFFFFFu;
 SPARSESYNC_DEVICE unsigned lane_id() { return threadIdx.x & 31u; }
 SPARSESYNC_DEVICE unsigned lanes_below() { return (1u << lane_id()) - 1u; }
 
-SPARSESYNC_DEVICE std::uint64_t warp_inclusive_sum(std::uint64_t v) {
+// Inclusive prefix sum over the warp's lanes in T (64 bits unless asked: a 32-bit sum where the caller knows the
+// total fits takes half the shuffles). T is never deduced, so an int argument still sums in 64 bits.
+template <class T = std::uint64_t>
+SPARSESYNC_DEVICE T warp_inclusive_sum(std::type_identity_t<T> v) {
   const unsigned lane = lane_id();
 #pragma unroll
   for (unsigned d = 1; d < 32; d *= 2) {
-    const std::uint64_t t = __shfl_up_sync(full_warp, v, d);
-    if (lane >= d) v += t;
-  }
-  return v;
-}
-
-SPARSESYNC_DEVICE std::uint32_t warp_inclusive_sum32(std::uint32_t v) {
-  const unsigned lane = lane_id();
-#pragma unroll
-  for (unsigned d = 1; d < 32; d *= 2) {
-    const std::uint32_t t = __shfl_up_sync(full_warp, v, d);
+    const T t = __shfl_up_sync(full_warp, v, d);
     if (lane >= d) v += t;
   }
   return v;
@@ -56,6 +50,18 @@ SPARSESYNC_DEVICE std::uint64_t load8_le(const unsigned char* p, const unsigned 
   return static_cast<std::uint64_t>(__funnelshift_r(w0, w1, sh)) | (static_cast<std::uint64_t>(__funnelshift_r(w1, w2, sh)) << 32);
 }
 
+// The end of XXH64(seed, entry || data[0, n)) whose whole 32-byte stripes ran in four accumulators v1..v4
+// elsewhere (warp_hash_chunk, chunk_hash_kernel): the tail of under 32 bytes, one thread, and the digest.
+SPARSESYNC_DEVICE std::uint64_t xxh64_chunk_digest(xxh64_state& h, std::uint64_t v1, std::uint64_t v2, std::uint64_t v3, std::uint64_t v4,
+                                                   std::uint64_t entry, const unsigned char* data, std::uint64_t n) {
+  const std::uint64_t total = 8 + n;
+  std::uint64_t o = total / 32 * 32;  // stream offset of the tail
+  h.resume(v1, v2, v3, v4, o);
+  for (; o + 8 <= total; o += 8) h.update_word(o == 0 ? entry : load_bytes_le(data + o - 8, 8));
+  for (; o < total; ++o) h.update_byte(data[o - 8]);  // o >= 8 here: the entry is a whole word
+  return h.digest();
+}
+
 // XXH64(seed, entry || data[0, n)): lanes 0..3 run the four stripe accumulators, then every lane finishes
 // the (< 32 byte) tail; the result is in every lane. The stripes are read 8 at a time by the whole warp (lane i
 // loads word i of the 256 bytes, all loads in flight together) and handed to the accumulators by shuffles:
@@ -75,11 +81,7 @@ SPARSESYNC_DEVICE std::uint64_t warp_hash_chunk(std::uint64_t seed, std::uint64_
   }
   const std::uint64_t v1 = __shfl_sync(full_warp, v, 0), v2 = __shfl_sync(full_warp, v, 1);
   const std::uint64_t v3 = __shfl_sync(full_warp, v, 2), v4 = __shfl_sync(full_warp, v, 3);
-  h.resume(v1, v2, v3, v4, 32 * stripes);
-  std::uint64_t o = 32 * stripes;  // stream offset of the tail
-  for (; o + 8 <= total; o += 8) h.update_word(o == 0 ? entry : load_bytes_le(data + o - 8, 8));
-  for (; o < total; ++o) h.update_byte(data[o - 8]);  // o >= 8 here: the entry is a whole word
-  return h.digest();
+  return xxh64_chunk_digest(h, v1, v2, v3, v4, entry, data, n);
 }
 
 // Decodes `count` LEB128 varints of at most `max_bits` from data[at, len), 32 bytes per step, each step
