@@ -16,6 +16,15 @@ TEST_CASE("order key is a bijection that follows the number line (all 16-bit pat
     CHECK_FALSE(seen[k]);
     seen[k] = true;
     CHECK(from_order_key<std::uint16_t>(k) == b);
+    // FORMAT.md's definition, as written there: positives get the sign bit set, negatives are inverted.
+    CHECK(k == ((b & 0x8000u) ? (~b & 0xFFFFu) : (b | 0x8000u)));
+  }
+  // The same definition for the other word sizes (the key is one xor with a mask made from the sign bit).
+  for (std::uint32_t b = 0; b < 256; ++b)
+    CHECK(order_key<std::uint8_t>(static_cast<std::uint8_t>(b)) == ((b & 0x80u) ? (~b & 0xFFu) : (b | 0x80u)));
+  for (const std::uint32_t b : {0u, 1u, 0x3F800000u, 0x7FFFFFFFu, 0x80000000u, 0x80000001u, 0xBF800000u, 0xFFFFFFFFu}) {
+    CHECK(order_key<std::uint32_t>(b) == ((b & 0x80000000u) ? ~b : (b | 0x80000000u)));
+    CHECK(from_order_key<std::uint32_t>(order_key<std::uint32_t>(b)) == b);
   }
   // bf16 patterns of -1.0, -0.0, +0.0, +1.0 in increasing key order; -0 and +0 are one key apart.
   const std::uint16_t neg1 = 0xBF80, negz = 0x8000, posz = 0x0000, pos1 = 0x3F80;

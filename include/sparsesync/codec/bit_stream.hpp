@@ -104,7 +104,7 @@ class bit_reader {
 
   // A Rice code of parameter k that is not an escape (fewer than `limit` ones) and lies wholly in the buffer,
   // read in one step; false (nothing consumed) otherwise, for the general path to handle.
-  bool try_get_rice(unsigned k, unsigned limit, std::uint64_t& v) {
+  SPARSESYNC_ALWAYS_INLINE bool try_get_rice(unsigned k, unsigned limit, std::uint64_t& v) {
     refill();
     const auto q = static_cast<unsigned>(std::countr_one(acc_));
     if (q >= limit || q + 1 + k > fill_) return false;

@@ -37,7 +37,7 @@ inline void rice_put(bit_writer& w, std::uint64_t v, unsigned k, unsigned raw_bi
 }
 
 // Returns false on truncation or a non-canonical escape.
-inline bool rice_get(bit_reader& r, unsigned k, unsigned raw_bits, std::uint64_t& v) {
+SPARSESYNC_ALWAYS_INLINE bool rice_get(bit_reader& r, unsigned k, unsigned raw_bits, std::uint64_t& v) {
   if (r.try_get_rice(k, rice_escape, v)) return true;
   const unsigned q = r.get_unary(rice_escape);
   if (q < rice_escape) {

@@ -22,6 +22,16 @@
 #define SPARSESYNC_HOST_UNROLL(n)
 #endif
 
+// A small host function inlined into its hot callers where the compiler's size limits would leave a call
+// (the entropy decoder's Rice reads: a call each took ~10% of its apply at 3.6% density).
+#if defined(__GNUC__)
+#define SPARSESYNC_ALWAYS_INLINE [[gnu::always_inline]] inline
+#elif defined(_MSC_VER)
+#define SPARSESYNC_ALWAYS_INLINE __forceinline
+#else
+#define SPARSESYNC_ALWAYS_INLINE inline
+#endif
+
 // Kernels and device helpers live in a versioned inline namespace: two shared libraries built with
 // different sparsesync versions cannot silently pick up each other's weak kernel symbols.
 #define SPARSESYNC_NS_BEGIN namespace sparsesync { inline namespace v0_1 {
