@@ -77,6 +77,7 @@ class rice_cost_histogram {
     const std::size_t wide = wide_at + 8 * std::size_t{b} + static_cast<std::size_t>((w >> (b - 4)) - 8);
     lane_ ^= 16;
     ++counts_[v < 16 ? lane_ + static_cast<std::size_t>(v) : wide];
+    seen_ |= w;
   }
 
   // Total cost of the values with parameter k (as the sum of rice_cost); after best() has counted widths.
@@ -100,7 +101,10 @@ class rice_cost_histogram {
   // The k in [0, max_k] with the smallest cost, the smallest on ties (as best_rice_parameter); `cost_out`
   // gets its cost.
   unsigned best(unsigned max_k, unsigned raw_bits, std::uint64_t& cost_out) {
-    for (unsigned b = 5; b < widths; ++b) {
+    // Widths above the widest value counted are empty: not summed (most sets are far narrower than 64 bits, and
+    // the decoder's canonical check prices one set per group of every chunk).
+    const auto widest = static_cast<unsigned>(std::bit_width(seen_));
+    for (unsigned b = 5; b <= widest; ++b) {
       std::uint64_t n = 0;
       for (unsigned t = 0; t < 8; ++t) n += counts_[wide_at + 8 * b + t];
       width_count_[b] = n;
@@ -124,6 +128,7 @@ class rice_cost_histogram {
   static constexpr std::size_t wide_at = 32;  // counts_: two copies of the 16 small values, then the wide bins
   unsigned lane_ = 0;
   unsigned max_width_ = 0;
+  std::uint64_t seen_ = 0;  // the OR of the values counted (16 for the small ones)
   std::array<std::uint32_t, wide_at + 8 * widths> counts_{};
   std::array<std::uint64_t, widths> width_count_{};
 };
