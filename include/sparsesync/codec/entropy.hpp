@@ -616,11 +616,10 @@ struct entropy {
     };
 #if SPARSESYNC_HASH_AVX512
     if constexpr (sizeof(W) == 2) {
-      // Below ~2% changes: denser chunks keep most groups placing in most steps, where the scalar walk is as fast
-      // (Zen 4, real stream: +10-12% of an apply at 0.9-1.1%, -5% at 3.6%; bench/results/entropy-cpu.md).
-      const walk_mode mode = placing_walk();
-      if (detail::cpu_has_avx512_walk() && mode != walk_mode::scalar && (mode == walk_mode::vector || std::uint64_t{changes} * 50 < base.size())) {
-        // Lane by lane (each has its own counters and output range), 64 elements a step, the rest one by one.
+      // At every density where the CPU has it (faster than the scalar walk on the real stream at 0.9-3.6% on a
+      // Zen 4; bench/results/entropy-cpu.md, session 26).
+      if (detail::cpu_has_avx512_walk() && placing_walk() != walk_mode::scalar) {
+        // Lane by lane (each has its own counters and output range), 1024 elements a step, the rest one by one.
         const std::size_t n = base.size(), q = detail::entropy_lane_length<W>(n);
         const auto* b = reinterpret_cast<const std::uint16_t*>(base.data());
         for (unsigned l = 0; l < L; ++l) {

@@ -47,15 +47,18 @@ struct entropy_row_hash {
   SPARSESYNC_ENTROPY_HASH_TARGET std::uint64_t sum() const { return lane_sum(sum01) + lane_sum(sum23); }
 };
 
-// The decoder's placing walk (entropy::place_changes) over one lane of 16-bit words, 64 elements a step: the
-// step's classes (entropy_params::class_of) become group bytes by a 256-entry table lookup (two two-table byte permutes and a
-// blend), and each group that still has a change to place counts its elements in the step by a compare mask:
-// where its countdown runs out inside the step, the change is the countdown-th set bit of the mask. The scalar
-// walk decrements a counter in memory per element (a load, a store and a table load: ~34% of an apply at 1% on
-// a Zen 4); here a step costs a few instructions per group still placing. The same positions and groups as the
-// scalar walk over [from, to) (tests/core/entropy_test.cpp compares them), and the same counters for every group
-// still placing: `countdown`, `cursor`, `last`, `rank` and `at` as there; the caller walks the elements past the
-// last whole step.
+// The decoder's placing walk (entropy::place_changes) over one lane of 16-bit words, 1024 elements a step: the
+// step's classes (entropy_params::class_of) become group bytes by a 256-entry table lookup (two two-table byte
+// permutes and a blend, 64 at a time), and each group that still has a change to place counts its elements in the
+// step by sixteen compare masks: where its countdown runs out inside the step, the change is the countdown-th set
+// bit of the masks. The step's changes are marked in a 1024-bit map (their groups beside it) and read out in
+// position order. The scalar walk decrements a counter in memory per element, with a branch that mispredicts at
+// every change (~34% of an apply on a Zen 4); here a group still placing costs a few instructions and one branch
+// per 1024 elements. (64-element steps, sorting each step's changes, were no faster than the scalar walk at 3.6%
+// density; 256-element steps +9% there, 1024 +22%, 2048 and 4096 no more: bench/results/entropy-cpu.md, session
+// 26.) The same positions and groups as the scalar walk over [from, to) (tests/core/entropy_test.cpp compares
+// them), and the same counters for every group still placing: `countdown`, `cursor`, `last`, `rank` and `at` as
+// there; the caller walks the elements past the last whole step.
 #define SPARSESYNC_ENTROPY_WALK_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi,bmi,bmi2,popcnt")))
 
 inline bool cpu_has_avx512_walk() {
@@ -67,7 +70,7 @@ inline bool cpu_has_avx512_walk() {
   return has;
 }
 
-// Returns the index where the scalar walk takes over (from + a multiple of 64).
+// Returns the index where the scalar walk takes over (from + a multiple of the step).
 SPARSESYNC_ENTROPY_WALK_TARGET inline std::size_t entropy_place_avx512(const std::uint16_t* base, std::size_t from, std::size_t to,
                                                                       const std::uint8_t* of_class, unsigned groups, std::uint32_t* countdown,
                                                                       std::uint32_t* cursor, const std::uint32_t* last, const std::uint32_t* rank,
@@ -75,43 +78,68 @@ SPARSESYNC_ENTROPY_WALK_TARGET inline std::size_t entropy_place_avx512(const std
   constexpr unsigned shift = entropy_params::class_shift<std::uint16_t>;
   static_assert(entropy_params::class_count<std::uint16_t> == 256 && shift + 8 <= 16, "a class is the byte at bit `shift`");
   constexpr std::uint32_t none = ~std::uint32_t{0};
+  constexpr unsigned step = 1024, words = step / 64;
   std::array<std::uint8_t, 256> active;  // groups with a change left to place in this lane
   unsigned n_active = 0;
   for (unsigned g = 0; g < groups; ++g)
     if (countdown[g] != none) active[n_active++] = static_cast<std::uint8_t>(g);
   const __m512i t0 = _mm512_loadu_si512(of_class), t1 = _mm512_loadu_si512(of_class + 64);
   const __m512i t2 = _mm512_loadu_si512(of_class + 128), t3 = _mm512_loadu_si512(of_class + 192);
-  std::array<std::uint64_t, 64> found;  // (index in the step << 8 | group) of the step's changes
+  alignas(64) std::array<std::uint8_t, step> hit_group;  // the group of each change marked in `hits`
   std::size_t i = from;
-  for (; n_active > 0 && i + 64 <= to; i += 64) {
-    const __m512i c0 = _mm512_srli_epi16(_mm512_loadu_si512(base + i), shift);
-    const __m512i c1 = _mm512_srli_epi16(_mm512_loadu_si512(base + i + 32), shift);
-    const __m512i cls = _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvtepi16_epi8(c0)), _mm512_cvtepi16_epi8(c1), 1);
-    const __m512i low = _mm512_permutex2var_epi8(t0, cls, t1), high = _mm512_permutex2var_epi8(t2, cls, t3);
-    const __m512i group = _mm512_mask_blend_epi8(_mm512_movepi8_mask(cls), low, high);
-    unsigned n_found = 0;
+  for (; n_active > 0 && i + step <= to; i += step) {
+    std::array<__m512i, words> group;
+    for (unsigned q = 0; q < words; ++q) {
+      const std::uint16_t* b = base + i + 64 * q;
+      const __m512i c0 = _mm512_srli_epi16(_mm512_loadu_si512(b), shift), c1 = _mm512_srli_epi16(_mm512_loadu_si512(b + 32), shift);
+      const __m512i cls = _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvtepi16_epi8(c0)), _mm512_cvtepi16_epi8(c1), 1);
+      const __m512i low = _mm512_permutex2var_epi8(t0, cls, t1), high = _mm512_permutex2var_epi8(t2, cls, t3);
+      group[q] = _mm512_mask_blend_epi8(_mm512_movepi8_mask(cls), low, high);
+    }
+    std::array<std::uint64_t, words> hits{};
     for (unsigned a = 0; a < n_active;) {
       const unsigned g = active[a];
-      std::uint64_t m = _mm512_cmpeq_epi8_mask(group, _mm512_set1_epi8(static_cast<char>(g)));
-      auto c = static_cast<std::uint32_t>(_mm_popcnt_u64(m));
+      const __m512i gb = _mm512_set1_epi8(static_cast<char>(g));
+      std::array<std::uint64_t, words> m;
+      std::array<std::uint32_t, words> below;  // elements of g in the words before each
+      std::uint32_t c = 0;
+      for (unsigned q = 0; q < words; ++q) {
+        m[q] = _mm512_cmpeq_epi8_mask(group[q], gb);
+        below[q] = c;
+        c += static_cast<std::uint32_t>(_mm_popcnt_u64(m[q]));
+      }
       std::uint32_t d = countdown[g];
-      while (c >= d) {  // the d-th element of g in this step is its next change
-        const auto at_bit = static_cast<unsigned>(_tzcnt_u64(_pdep_u64(std::uint64_t{1} << (d - 1), m)));
-        found[n_found++] = std::uint64_t{at_bit} << 8 | g;
-        m &= at_bit == 63 ? 0 : ~std::uint64_t{0} << (at_bit + 1);
-        c = static_cast<std::uint32_t>(_mm_popcnt_u64(m));
+      if (c < d) [[likely]] {
+        countdown[g] = d - c;
+        ++a;
+        continue;
+      }
+      std::uint32_t taken = 0;  // g's elements in the step up to and including its last change found
+      do {                      // the (taken + d)-th element of g in this step is its next change
+        const std::uint32_t target = taken + d;
+        unsigned q = 0;
+        for (unsigned j = 1; j < words; ++j) q += target > below[j];
+        const auto bit = static_cast<unsigned>(_tzcnt_u64(_pdep_u64(std::uint64_t{1} << (target - below[q] - 1), m[q])));
+        hits[q] |= std::uint64_t{1} << bit;
+        hit_group[64 * q + bit] = static_cast<std::uint8_t>(g);
+        taken = target;
         const std::uint32_t e = ++cursor[g];
         d = e < last[g] ? rank[e] - rank[e - 1] : none;
+      } while (d != none && c - taken >= d);
+      if (d == none) {
+        countdown[g] = none;
+        active[a] = active[--n_active];  // (the order of the active groups does not matter)
+      } else {
+        countdown[g] = d - (c - taken);
+        ++a;
       }
-      countdown[g] = d == none ? none : d - c;
-      if (d == none) active[a] = active[--n_active];  // (the order of the active groups does not matter)
-      else ++a;
     }
-    if (n_found > 1) std::sort(found.begin(), found.begin() + n_found);
-    for (unsigned k = 0; k < n_found; ++k) {
-      pos[at] = static_cast<std::uint32_t>(i + (found[k] >> 8));
-      grp[at++] = static_cast<std::uint8_t>(found[k]);
-    }
+    for (unsigned q = 0; q < words; ++q)
+      for (std::uint64_t w = hits[q]; w != 0; w &= w - 1) {
+        const auto bit = static_cast<unsigned>(_tzcnt_u64(w));
+        pos[at] = static_cast<std::uint32_t>(i + 64 * q + bit);
+        grp[at++] = hit_group[64 * q + bit];
+      }
   }
   return n_active == 0 ? to : i;
 }
