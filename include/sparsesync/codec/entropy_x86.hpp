@@ -88,7 +88,7 @@ SPARSESYNC_ENTROPY_WALK_TARGET inline std::size_t entropy_place_avx512(const std
   alignas(64) std::array<std::uint8_t, step> hit_group;  // the group of each change marked in `hits`
   std::size_t i = from;
   for (; n_active > 0 && i + step <= to; i += step) {
-    std::array<__m512i, words> group;
+    __m512i group[words];  // (a plain array: std::array would drop the vector type's attributes)
     for (unsigned q = 0; q < words; ++q) {
       const std::uint16_t* b = base + i + 64 * q;
       const __m512i c0 = _mm512_srli_epi16(_mm512_loadu_si512(b), shift), c1 = _mm512_srli_epi16(_mm512_loadu_si512(b + 32), shift);
