@@ -36,6 +36,20 @@ inline void rice_put(bit_writer& w, std::uint64_t v, unsigned k, unsigned raw_bi
   }
 }
 
+// floor[b]: the fewest bits any parameter in [0, MaxK] codes a value of bit width b in (at a fixed parameter a
+// value's cost only grows with it, so the width's least value, 2^(b-1), prices the whole width).
+template <unsigned MaxK, unsigned RawBits>
+inline constexpr std::array<std::uint8_t, 65> rice_floor = [] {
+  std::array<std::uint8_t, 65> floor{};
+  for (unsigned b = 0; b <= 64; ++b) {
+    const std::uint64_t least = b == 0 ? 0 : std::uint64_t{1} << (b - 1);
+    std::uint64_t best = ~std::uint64_t{0};
+    for (unsigned k = 0; k <= MaxK; ++k) best = std::min(best, rice_params::code_bits<std::uint64_t>(least, k, RawBits));
+    floor[b] = static_cast<std::uint8_t>(best);
+  }
+  return floor;
+}();
+
 // Returns false on truncation or a non-canonical escape.
 SPARSESYNC_ALWAYS_INLINE bool rice_get(bit_reader& r, unsigned k, unsigned raw_bits, std::uint64_t& v) {
   if (r.try_get_rice(k, rice_escape, v)) return true;
@@ -222,6 +236,20 @@ struct rice {
     p.bytes = 2 + static_cast<std::size_t>((bits + 7) / 8);
     return p;
   }
+
+  // A floor under plan().bytes that a caller comparing another body against rice's (entropy's canonical check)
+  // can sum in a loop it runs anyway: each gap and value code priced at its own best parameter, which one
+  // parameter for all cannot beat. bytes_at_least(sum of gap_floor and value_floor (ulp) or 8 sizeof(W) (absolute)
+  // over the changes) <= plan(those changes).bytes.
+  // (bit_width(v) as the top bit's index of 2v + 1, never zero: bit_width itself tests for zero, a branch that
+  // mispredicts on every other value code, zero being -1 ULP.)
+  static unsigned gap_floor(std::uint32_t gap) { return detail::rice_floor<max_gap_k, gap_raw_bits>[top_bit(2 * std::uint64_t{gap} + 1)]; }
+  template <element_word W>
+  static unsigned value_floor(std::uint32_t code) {
+    return detail::rice_floor<8 * sizeof(W) - 1, 8 * sizeof(W)>[top_bit(2 * std::uint64_t{code} + 1)];
+  }
+  static unsigned top_bit(std::uint64_t nonzero) { return 63 - static_cast<unsigned>(std::countl_zero(nonzero)); }
+  static std::size_t bytes_at_least(std::uint64_t floor_bits) { return 2 + static_cast<std::size_t>((floor_bits + 7) / 8); }
 
   template <element_word W>
   static void encode(const chunk_changes<W>& in, std::vector<unsigned char>& out) {
