@@ -173,6 +173,7 @@ void check_floor(std::mt19937_64& rng) {
     const auto c = random_changes<W>(rng, (t & 1) ? value_mode::ulp : value_mode::absolute);
     const std::size_t floor = rice::bytes_at_least(floor_bits(c)), planned = rice::plan(c.view()).bytes;
     CHECK(floor <= planned);
+    CHECK(rice::least_bytes(c.view()) == floor);
     tight += floor == planned;
   }
   CHECK(tight > 0);  // (equal where one parameter suits every gap and value: the floor is not loose by design)

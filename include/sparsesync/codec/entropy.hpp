@@ -518,11 +518,16 @@ struct entropy {
   static void encode(const chunk_changes<W>& in, std::vector<unsigned char>& out) {
     if (in.positions.empty()) return;
     require_base(in);
-    const auto fallback = rice::plan(in);
     auto& s = detail::entropy_thread_scratch();
     auto& p = s.plan;
     detail::entropy_plan_classes<W>(p, in.mode, in.base.first(in.numel), in.positions, in.values, s, in.hash_base);
-    // The class body only where it is strictly smaller (ties keep rice's data, which needs no base).
+    // The class body only where it is strictly smaller (ties keep rice's data, which needs no base); rice is
+    // planned only where the floor under its body leaves that open.
+    if (p.bytes() < 1 + rice::least_bytes(in)) {
+      write_classes(in, p, out);
+      return;
+    }
+    const auto fallback = rice::plan(in);
     if (p.bytes() >= 1 + fallback.bytes) {
       out.push_back(static_cast<unsigned char>(entropy_params::tag_rice));
       rice::encode(in, out, fallback);
@@ -539,6 +544,7 @@ struct entropy {
     auto& s = detail::entropy_thread_scratch();
     auto& p = s.plan;
     detail::entropy_plan_classes<W>(p, in.mode, in.base.first(in.numel), in.positions, in.values, s);
+    if (p.bytes() < 1 + rice::least_bytes(in)) return p.bytes();
     return std::min(p.bytes(), 1 + rice::plan(in).bytes);
   }
 
