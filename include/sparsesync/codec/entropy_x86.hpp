@@ -55,8 +55,8 @@ struct entropy_row_hash {
 // position order. The scalar walk decrements a counter in memory per element, with a branch that mispredicts at
 // every change (~34% of an apply on a Zen 4); here a group still placing costs a few instructions and one branch
 // per 1024 elements. (64-element steps, sorting each step's changes, were no faster than the scalar walk at 3.6%
-// density; 256-element steps +9% there, 1024 +22%, 2048 and 4096 no more: bench/results/entropy-cpu.md, session
-// 26.) The same positions and groups as the scalar walk over [from, to) (tests/core/entropy_test.cpp compares
+// density; of 256 to 4096, 1024 was the fastest there, 2048 and 4096 no faster: bench/results/entropy-cpu.md,
+// session 26.) The same positions and groups as the scalar walk over [from, to) (tests/core/entropy_test.cpp compares
 // them), and the same counters for every group still placing: `countdown`, `cursor`, `last`, `rank` and `at` as
 // there; the caller walks the elements past the last whole step.
 #define SPARSESYNC_ENTROPY_WALK_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi,bmi,bmi2,popcnt")))
