@@ -125,7 +125,7 @@ class bit_reader {
     acc_ = n >= 64 ? 0 : acc_ >> n;
     fill_ -= n;
   }
-  void refill() {
+  SPARSESYNC_ALWAYS_INLINE void refill() {
     if (fill_ > 56) return;
     if (end_ - p_ >= 8) {
       // One 8-byte load instead of a loop: take the whole bytes that fit (as the loop below would). Bits of
