@@ -4,6 +4,7 @@
 
 #include <doctest/doctest.h>
 
+#include <bit>
 #include <cmath>
 #include <random>
 #include <utility>
@@ -186,6 +187,14 @@ TEST_CASE("rice's floor (each gap and value at its own best parameter) never exc
   check_floor<std::uint8_t>(rng);
   check_floor<std::uint16_t>(rng);
   check_floor<std::uint32_t>(rng);
+  // Where a value's width is at most the largest parameter + 1 (every gap of a chunk, every value code of a word),
+  // the floor is bit_width(2v + 1): what the GPU's size pass sums (cuda/detail/entropy_plan.cuh).
+  for (std::uint64_t v = 0; v < (1u << 24); v = v < 64 ? v + 1 : v * 3 / 2 + 1) {
+    CHECK(rice::gap_floor(static_cast<std::uint32_t>(v)) == std::bit_width(2 * v + 1));
+    if (v < (1u << 16)) CHECK(rice::value_floor<std::uint16_t>(static_cast<std::uint32_t>(v)) == std::bit_width(2 * v + 1));
+    CHECK(rice::value_floor<std::uint32_t>(static_cast<std::uint32_t>(v)) == std::bit_width(2 * v + 1));
+  }
+  CHECK(rice::value_floor<std::uint32_t>(0xFFFFFFFEu) == 33u);
   // Per value, against rice_cost at every parameter: the table is the least of them (zero, one, escapes).
   for (std::uint64_t v : {0ull, 1ull, 2ull, 3ull, 15ull, 16ull, 17ull, 1000ull, 65535ull, 1ull << 24, (1ull << 32) - 1}) {
     std::uint64_t least = ~0ull;

@@ -101,6 +101,33 @@ SPARSESYNC_DEVICE void entropy_warp_changes(const chunk_pass_params& p, std::uin
   }
 }
 
+// entropy_warp_changes with each change's gap in rice's sense (from the position after the change before it).
+template <class F>
+SPARSESYNC_DEVICE void entropy_warp_rice_gaps(const chunk_pass_params& p, std::uint64_t t0, std::uint64_t t1, F&& f) {
+  const unsigned lane = lane_id();
+  std::uint32_t carry = 0;  // position after the previous group of 32's last change
+  entropy_warp_changes(p, t0, t1, [&](bool act, std::uint32_t pos, std::uint64_t slot) {
+    const std::uint32_t up = __shfl_up_sync(full_warp, pos + 1, 1);
+    const std::uint32_t next = lane == 0 ? carry : up;
+    f(act, pos, slot, pos - next);
+    const unsigned last = 31u - static_cast<unsigned>(__clz(static_cast<int>(__ballot_sync(full_warp, act))));
+    carry = __shfl_sync(full_warp, pos + 1, last);
+  });
+}
+
+// A change's ulp value code (zigzag(delta) - 1), as rice and the class body code it.
+template <class W>
+SPARSESYNC_DEVICE std::uint32_t entropy_value_code(const chunk_pass_params& p, std::uint64_t slot) {
+  return static_cast<std::uint32_t>(zigzag<W>(static_cast<const W*>(p.val)[slot])) - 1u;
+}
+
+// The fewest bits any rice parameter codes v in, for a gap below 2^24 or a value code of a word (v's width b is at
+// most the largest parameter + 1 there): b + 1 at parameter b - 1, 1 for v = 0. The host's rice::gap_floor and
+// value_floor give the same.
+SPARSESYNC_DEVICE std::uint32_t entropy_rice_floor(std::uint32_t v) {
+  return 64u - static_cast<std::uint32_t>(__clzll(static_cast<long long>(2 * std::uint64_t{v} + 1)));
+}
+
 // The ranking walk reads the base this many 16-byte vectors ahead per lane (no chain from element to element).
 // Each step unrolls the per-element code for all of them, and less of it runs faster (session 13, H100, encode at
 // 7e9: 8 ahead 59.4 ms, 4 ahead 52.1 (call I), 2 ahead 43.6 (call K); session 14, with the ranking walk batched per
@@ -286,24 +313,19 @@ SPARSESYNC_KERNEL void __launch_bounds__(32, Mode == entropy_plan_mode::bytes ? 
   }
   for (unsigned g = lane; g < G; g += 32) s.changes[g] = 0;
   __syncwarp();
-  // 4. Chunk ranks, changes per group, and rice's costs for the same changes (its fallback body).
-  entropy_warp_rice_cost<W> rice;
-  std::uint32_t carry = 0;  // position after the previous group of 32's last change
-  entropy_warp_changes(p, t0, t1, [&](bool act, std::uint32_t pos, std::uint64_t slot) {
-    const std::uint32_t up = __shfl_up_sync(full_warp, pos + 1, 1);
-    const std::uint32_t next = lane == 0 ? carry : up;
-    if (act) {
-      const std::uint32_t a = p.aux[slot];
-      const unsigned g = a >> entropy_rank_bits;
-      p.aux[slot] = (a & ~entropy_rank_mask) | (ctr.get(g, pos / R) + (a & entropy_rank_mask));  // (R > 0: n > 0)
-      atomicAdd(&s.changes[g], 1u);
-      rice.add(pos - next, ulp, ulp ? static_cast<std::uint32_t>(zigzag<W>(static_cast<const W*>(p.val)[slot])) - 1u : 0u);
-    }
-    const unsigned last = 31u - static_cast<unsigned>(__clz(static_cast<int>(__ballot_sync(full_warp, act))));
-    carry = __shfl_sync(full_warp, pos + 1, last);
+  // 4. Chunk ranks, changes per group, and a floor under rice's bits for the same changes (its fallback body):
+  // each gap and value code at its own best parameter (rice::gap_floor / value_floor). Rice's exact costs, 41
+  // sums a lane, are taken after step 6 only where the class body is not already below that floor.
+  std::uint32_t rice_floor = 0;  // (at most 2^24 changes, at most 25 + 33 bits each: the warp's sum is below 2^32)
+  entropy_warp_rice_gaps(p, t0, t1, [&](bool act, std::uint32_t pos, std::uint64_t slot, std::uint32_t gap) {
+    if (!act) return;
+    const std::uint32_t a = p.aux[slot];
+    const unsigned g = a >> entropy_rank_bits;
+    p.aux[slot] = (a & ~entropy_rank_mask) | (ctr.get(g, pos / R) + (a & entropy_rank_mask));  // (R > 0: n > 0)
+    atomicAdd(&s.changes[g], 1u);
+    rice_floor += entropy_rice_floor(gap) + (ulp ? entropy_rice_floor(entropy_value_code<W>(p, slot)) : 0u);
   });
-  unsigned rice_kg = 0, rice_kv = 0;
-  const std::uint64_t rice_bytes = rice.bytes(ulp, n, rice_kg, rice_kv);
+  const std::uint64_t rice_floor_bits = entropy_warp_add(rice_floor) + (ulp ? 0u : std::uint64_t{n} * wbits);
   __syncwarp();
   // 5. The region, the changes sorted by group (stable), as (gap in the group's sequence, value code). The
   // counters were last read above: their words hold the slot tables from here on.
@@ -385,9 +407,19 @@ SPARSESYNC_KERNEL void __launch_bounds__(32, Mode == entropy_plan_mode::bytes ? 
     if (lane == 0) hdr[g] = entropy_pack_group(size, cg, kg, kv);
   }
   if (!ulp) bits += std::uint64_t{wbits} * n;
+  const std::uint64_t class_bytes = entropy_class_bytes(bits);  // (bits: the same in every lane)
+  unsigned rice_kg = 0, rice_kv = 0;
+  std::uint64_t rice_bytes = 0;
+  const bool settled = class_bytes < 1 + 2 + (rice_floor_bits + 7) / 8;  // (uniform) below any rice body
+  if (!settled) {
+    entropy_warp_rice_cost<W> rice;
+    entropy_warp_rice_gaps(p, t0, t1, [&](bool act, std::uint32_t, std::uint64_t slot, std::uint32_t gap) {
+      if (act) rice.add(gap, ulp, ulp ? entropy_value_code<W>(p, slot) : 0u);
+    });
+    rice_bytes = rice.bytes(ulp, n, rice_kg, rice_kv);
+  }
   if (lane == 0) {
-    const std::uint64_t class_bytes = entropy_class_bytes(bits);
-    const bool classes = class_bytes < 1 + rice_bytes;  // ties keep rice's data
+    const bool classes = settled || class_bytes < 1 + rice_bytes;  // ties keep rice's data
     p.plans[c] = chunk_plan{n, rice_kg, rice_kv, classes ? entropy_params::tag_classes : entropy_params::tag_rice};
     p.chunk_bytes[c] = classes ? class_bytes : 1 + rice_bytes;
     e.region_at[c] = region;
