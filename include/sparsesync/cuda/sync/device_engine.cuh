@@ -28,6 +28,7 @@
 #include <chrono>
 #include <memory>
 #include <mutex>
+#include <utility>
 #include <deque>
 #include <vector>
 
@@ -284,6 +285,7 @@ class device_encoder_impl final : public sync::device_encoder_backend {
         phases_.encode_seconds = seconds_since(start);
         const auto advance_start = clock::now();
         if (deferring()) {
+          std::lock_guard lock(advance_mutex_);
           advance_pending_ = true;  // launched by version_written(), once the closing header is out; settle() waits for it
         } else {
           advance_snapshot();
@@ -308,7 +310,10 @@ class device_encoder_impl final : public sync::device_encoder_backend {
 
   void invalidate() override {
     has_version_ = false;
-    advance_pending_ = false;  // (the snapshot holds no version: nothing to advance)
+    {
+      std::lock_guard lock(advance_mutex_);
+      advance_pending_ = false;  // (the snapshot holds no version: nothing to advance)
+    }
     bucket_targets_.assign(plans_.size(), 0);
   }
 
@@ -324,9 +329,11 @@ class device_encoder_impl final : public sync::device_encoder_backend {
   double settle() override {
     device_scope on(device_);
     start_pending_advance();  // (a backend decorator that did not forward version_written(): started here)
-    if (!advancing_) return 0;
+    {
+      std::lock_guard lock(advance_mutex_);  // (a session's encode_full() may enqueue one at the same time)
+      if (!std::exchange(advancing_, false)) return 0;
+    }
     const auto t0 = clock::now();
-    advancing_ = false;
     try {
       advance_snapshot();
     } catch (...) {
@@ -525,7 +532,7 @@ class device_encoder_impl final : public sync::device_encoder_backend {
   cuda_event start_;
   cuda_event advanced_;    // a lane's deferred advances, for `stream` to wait on
   bool advancing_ = false;  // deferred advances enqueued and not yet waited for (settle)
-  std::mutex advance_mutex_;      // advance_pending_ and its enqueue
+  std::mutex advance_mutex_;      // advance_pending_, advancing_ and the enqueue
   bool advance_pending_ = false;  // deferred advances not yet enqueued (version_written); whatever reads the snapshot next enqueues them first
   std::vector<std::unique_ptr<encode_plan>> encoders_;
   std::unique_ptr<snapshot_storage> snapshot_;
