@@ -50,6 +50,9 @@ inline constexpr std::array<std::uint8_t, 65> rice_floor = [] {
   return floor;
 }();
 
+// The index of v's top set bit (v != 0; rice::gap_floor and value_floor take it of 2v + 1).
+inline unsigned rice_top_bit(std::uint64_t nonzero) { return 63 - static_cast<unsigned>(std::countl_zero(nonzero)); }
+
 // Returns false on truncation or a non-canonical escape.
 SPARSESYNC_ALWAYS_INLINE bool rice_get(bit_reader& r, unsigned k, unsigned raw_bits, std::uint64_t& v) {
   if (r.try_get_rice(k, rice_escape, v)) return true;
@@ -243,12 +246,11 @@ struct rice {
   // over the changes) <= plan(those changes).bytes.
   // (bit_width(v) as the top bit's index of 2v + 1, never zero: bit_width itself tests for zero, a branch that
   // mispredicts on every other value code, zero being -1 ULP.)
-  static unsigned gap_floor(std::uint32_t gap) { return detail::rice_floor<max_gap_k, gap_raw_bits>[top_bit(2 * std::uint64_t{gap} + 1)]; }
+  static unsigned gap_floor(std::uint32_t gap) { return detail::rice_floor<max_gap_k, gap_raw_bits>[detail::rice_top_bit(2 * std::uint64_t{gap} + 1)]; }
   template <element_word W>
   static unsigned value_floor(std::uint32_t code) {
-    return detail::rice_floor<8 * sizeof(W) - 1, 8 * sizeof(W)>[top_bit(2 * std::uint64_t{code} + 1)];
+    return detail::rice_floor<8 * sizeof(W) - 1, 8 * sizeof(W)>[detail::rice_top_bit(2 * std::uint64_t{code} + 1)];
   }
-  static unsigned top_bit(std::uint64_t nonzero) { return 63 - static_cast<unsigned>(std::countl_zero(nonzero)); }
   static std::size_t bytes_at_least(std::uint64_t floor_bits) { return 2 + static_cast<std::size_t>((floor_bits + 7) / 8); }
   // The same floor in one loop over the changes (entropy's encoder: ~1% of its time where plan() took ~7%).
   template <element_word W>
