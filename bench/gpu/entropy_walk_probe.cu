@@ -11,6 +11,10 @@
 //                   lane's P contiguous vectors (16 / P lane ranges a load instruction, P * 16 contiguous bytes
 //                   each, where range has 32 ranges of 16 bytes), into a ring of S rounds (S * P * 512 bytes a
 //                   warp); each lane then reads its own vectors from shared memory (session 20)
+//           tile    lane l walks [t T + l S V, t T + (l + 1) S V) in tiles t of T = 32 S V elements (S vectors a lane a
+//                   tile, all loaded at once, the next tile's while this one is counted): a warp's 32 streams within
+//                   T * 2 contiguous bytes, as range's are within the chunk's 128 KB (session 27: whether range is bound
+//                   by its access pattern; the per-tile scan of a decoder built so is not in this probe)
 //   smem:   the counters' shared memory a warp: 18 KB (the decoder's class counters) or 11 KB (the placing kernel's
 //           and the size pass's), which with the ring sets the chunks an SM
 //   work:   sum     the words xor-ed (the loads alone)
@@ -18,7 +22,7 @@
 //           rank    + the atomic's old value read and tested against a bitmap (walk 2 of the decoder)
 // Build: the bench build (target entropy_walk_probe), or nvcc -O3 -std=c++20 -arch=sm_90 -o entropy_walk_probe
 //        -Iinclude bench/gpu/entropy_walk_probe.cu
-// Run:   ./entropy_walk_probe [numel=7e9] [reps=3]   (prints one JSON object per line; session 14's run on an H100:
+// Run:   ./entropy_walk_probe [numel=7e9] [reps=3] [27: session 27's set only]   (prints one JSON object per line; session 14's run on an H100:
 //        bench/results/gpu-test-runs/s14/probe/probe.jsonl)
 #include <sparsesync/cuda/cuda_error.hpp>
 
@@ -32,7 +36,7 @@
 
 namespace {
 
-enum class layout { range, skew, coal, async, xpose };
+enum class layout { range, skew, coal, async, xpose, tile };
 enum class work { sum, hist, rank };
 
 constexpr unsigned chunk = 1u << 16, V = 8;  // BF16 elements per chunk and per 16-byte vector
@@ -75,7 +79,24 @@ __global__ void __launch_bounds__(32) walk_kernel(const std::uint16_t* base, std
       element(i + 2 * k + 1, w[k] >> 16);
     }
   };
-  if constexpr (L == layout::coal) {
+  if constexpr (L == layout::tile) {
+    constexpr unsigned T = 32 * S * V;
+    const std::uint32_t tiles = n / T;
+    uint4 v[S], w[S];
+    auto load = [&](std::uint32_t t, uint4 (&to)[S]) {
+#pragma unroll
+      for (unsigned u = 0; u < S; ++u) to[u] = reinterpret_cast<const uint4*>(b + t * T + lane * S * V)[u];
+    };
+    if (tiles > 0) load(0, v);
+    for (std::uint32_t t = 0; t < tiles; ++t) {
+      if (t + 1 < tiles) load(t + 1, w);
+#pragma unroll
+      for (unsigned u = 0; u < S; ++u) vec(t * T + (lane * S + u) * V, v[u]);
+#pragma unroll
+      for (unsigned u = 0; u < S; ++u) v[u] = w[u];
+    }
+    for (std::uint32_t i = tiles * T + lane; i < n; i += 32) element(i, b[i]);
+  } else if constexpr (L == layout::coal) {
     // Step s: lane reads vector s * 32 + lane.
     const std::uint32_t vecs = n / V;
     std::uint32_t s = lane;
@@ -226,7 +247,9 @@ float time_ms(F&& f, int reps) {
   return ms / reps;
 }
 
-const char* name(layout l) { return l == layout::range ? "range" : l == layout::skew ? "skew" : l == layout::coal ? "coal" : l == layout::async ? "async" : "xpose"; }
+const char* name(layout l) {
+  return l == layout::range ? "range" : l == layout::skew ? "skew" : l == layout::coal ? "coal" : l == layout::async ? "async" : l == layout::tile ? "tile" : "xpose";
+}
 const char* name(work w) { return w == work::sum ? "sum" : w == work::hist ? "hist" : "rank"; }
 
 template <layout L, work Wk, unsigned D, unsigned S = 1, unsigned CtrWords = 128 * 32 + 512>
@@ -241,7 +264,7 @@ void run(const std::uint16_t* base, std::uint64_t numel, std::uint32_t* sink, in
   static std::uint32_t reference[3][2] = {};
   static bool seen[3][2] = {};
   const int wi = static_cast<int>(Wk), ci = CtrWords == 128 * 32 + 512 ? 0 : 1;
-  if (L == layout::coal || L == layout::skew) {
+  if (L == layout::coal || L == layout::skew || L == layout::tile) {
   } else if (!seen[wi][ci]) {
     seen[wi][ci] = true;
     reference[wi][ci] = once;
@@ -272,6 +295,28 @@ int main(int argc, char** argv) {
   const float floor_ms = time_ms([&] { read_kernel<<<prop.multiProcessorCount * 8, 256>>>(reinterpret_cast<const uint4*>(base), numel / V, sink); }, reps);
   std::printf("{\"device\": \"%s\", \"numel\": %llu, \"read_floor_ms\": %.3f, \"read_GBps\": %.0f}\n", prop.name,
               static_cast<unsigned long long>(numel), floor_ms, numel * 2 / floor_ms / 1e6);
+  if (argc > 3 && std::atoi(argv[3]) == 27) {  // session 27: tile beside range and coal, at both counter sizes
+    constexpr unsigned small = 64 * 16 + 512 + 1212;
+    run<layout::range, work::sum, 2>(base, numel, sink, reps, floor_ms);
+    run<layout::coal, work::sum, 2>(base, numel, sink, reps, floor_ms);
+    run<layout::coal, work::sum, 8>(base, numel, sink, reps, floor_ms);
+    run<layout::tile, work::sum, 1, 4>(base, numel, sink, reps, floor_ms);
+    run<layout::tile, work::sum, 1, 8>(base, numel, sink, reps, floor_ms);
+    run<layout::tile, work::sum, 1, 16>(base, numel, sink, reps, floor_ms);
+    run<layout::range, work::hist, 4>(base, numel, sink, reps, floor_ms);
+    run<layout::coal, work::hist, 8>(base, numel, sink, reps, floor_ms);
+    run<layout::tile, work::hist, 1, 4>(base, numel, sink, reps, floor_ms);
+    run<layout::tile, work::hist, 1, 8>(base, numel, sink, reps, floor_ms);
+    run<layout::tile, work::hist, 1, 16>(base, numel, sink, reps, floor_ms);
+    run<layout::range, work::rank, 2, 1, small>(base, numel, sink, reps, floor_ms);
+    run<layout::xpose, work::rank, 2, 2, small>(base, numel, sink, reps, floor_ms);
+    run<layout::coal, work::rank, 2, 1, small>(base, numel, sink, reps, floor_ms);
+    run<layout::tile, work::rank, 1, 4, small>(base, numel, sink, reps, floor_ms);
+    run<layout::tile, work::rank, 1, 8, small>(base, numel, sink, reps, floor_ms);
+    run<layout::tile, work::rank, 1, 16, small>(base, numel, sink, reps, floor_ms);
+    CHECK(cudaFree(base));
+    return 0;
+  }
   run<layout::range, work::sum, 2>(base, numel, sink, reps, floor_ms);
   run<layout::skew, work::sum, 2>(base, numel, sink, reps, floor_ms);
   run<layout::coal, work::sum, 2>(base, numel, sink, reps, floor_ms);
