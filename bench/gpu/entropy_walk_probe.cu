@@ -15,6 +15,10 @@
 //                   tile, all loaded at once, the next tile's while this one is counted): a warp's 32 streams within
 //                   T * 2 contiguous bytes, as range's are within the chunk's 128 KB (session 27: whether range is bound
 //                   by its access pattern; the per-tile scan of a decoder built so is not in this probe)
+//           tilescan  tile's order with what a placing walk built so would do per tile (the work argument is
+//                   ignored): each lane's elements of each of 16 groups (a class -> group table, byte counters),
+//                   a scan over the lanes per group (16-bit pairs) into each lane's rank counters, then per element
+//                   the rank (the counter atomic's old value) tested against a bitmap (session 27)
 //   smem:   the counters' shared memory a warp: 18 KB (the decoder's class counters) or 11 KB (the placing kernel's
 //           and the size pass's), which with the ring sets the chunks an SM
 //   work:   sum     the words xor-ed (the loads alone)
@@ -22,7 +26,7 @@
 //           rank    + the atomic's old value read and tested against a bitmap (walk 2 of the decoder)
 // Build: the bench build (target entropy_walk_probe), or nvcc -O3 -std=c++20 -arch=sm_90 -o entropy_walk_probe
 //        -Iinclude bench/gpu/entropy_walk_probe.cu
-// Run:   ./entropy_walk_probe [numel=7e9] [reps=3] [27: session 27's set only]   (prints one JSON object per line; session 14's run on an H100:
+// Run:   ./entropy_walk_probe [numel=7e9] [reps=3] [27 or 28: session 27's sets only]   (prints one JSON object per line; session 14's run on an H100:
 //        bench/results/gpu-test-runs/s14/probe/probe.jsonl)
 #include <sparsesync/cuda/cuda_error.hpp>
 
@@ -36,7 +40,7 @@
 
 namespace {
 
-enum class layout { range, skew, coal, async, xpose, tile };
+enum class layout { range, skew, coal, async, xpose, tile, tilescan };
 enum class work { sum, hist, rank };
 
 constexpr unsigned chunk = 1u << 16, V = 8;  // BF16 elements per chunk and per 16-byte vector
@@ -79,7 +83,77 @@ __global__ void __launch_bounds__(32) walk_kernel(const std::uint16_t* base, std
       element(i + 2 * k + 1, w[k] >> 16);
     }
   };
-  if constexpr (L == layout::tile) {
+  if constexpr (L == layout::tilescan) {
+    constexpr unsigned T = 32 * S * V, G = 16;
+    __shared__ std::uint32_t gbytes[G / 4 * 32];
+    __shared__ std::uint8_t of_class[256];
+    for (unsigned x = lane; x < 256; x += 32) of_class[x] = static_cast<std::uint8_t>(x % G);
+    for (unsigned w = lane; w < G / 4 * 32; w += 32) gbytes[w] = 0;
+    __syncwarp();
+    std::uint32_t run_e[G / 4], run_o[G / 4];  // groups 4q, 4q + 2 / 4q + 1, 4q + 3 in 16-bit halves
+#pragma unroll
+    for (unsigned q = 0; q < G / 4; ++q) run_e[q] = run_o[q] = 0;
+    const std::uint32_t tiles = n / T;
+    uint4 v[S], w[S];
+    auto load = [&](std::uint32_t t, uint4 (&to)[S]) {
+#pragma unroll
+      for (unsigned u = 0; u < S; ++u) to[u] = reinterpret_cast<const uint4*>(b + t * T + lane * S * V)[u];
+    };
+    auto group_of = [&](std::uint32_t bits) { return static_cast<unsigned>(of_class[(bits >> 7) & 0xffu]); };
+    if (tiles > 0) load(0, v);
+    for (std::uint32_t t = 0; t < tiles; ++t) {
+      if (t + 1 < tiles) load(t + 1, w);
+#pragma unroll
+      for (unsigned u = 0; u < S; ++u) {
+        const std::uint32_t x[4] = {v[u].x, v[u].y, v[u].z, v[u].w};
+#pragma unroll
+        for (unsigned k = 0; k < 8; ++k) {
+          const unsigned g = group_of(k & 1 ? x[k / 2] >> 16 : x[k / 2] & 0xffffu);
+          atomicAdd(&gbytes[(g >> 2) * 32 + lane], 1u << ((g & 3u) * 8));
+        }
+      }
+      __syncwarp();
+#pragma unroll
+      for (unsigned q = 0; q < G / 4; ++q) {
+        const std::uint32_t by = gbytes[q * 32 + lane];
+        gbytes[q * 32 + lane] = 0;
+        const std::uint32_t even = by & 0x00ff00ffu, odd = (by >> 8) & 0x00ff00ffu;
+        std::uint32_t ie = even, io = odd;
+#pragma unroll
+        for (unsigned o = 1; o < 32; o *= 2) {
+          const std::uint32_t ue = __shfl_up_sync(0xffffffffu, ie, o), uo = __shfl_up_sync(0xffffffffu, io, o);
+          if (lane >= o) {
+            ie += ue;
+            io += uo;
+          }
+        }
+        const std::uint32_t se = run_e[q] + ie - even, so = run_o[q] + io - odd;
+        ctr[(2 * q) * 32 + lane] = (se & 0xffffu) | (so << 16);
+        ctr[(2 * q + 1) * 32 + lane] = (se >> 16) | (so & 0xffff0000u);
+        run_e[q] += __shfl_sync(0xffffffffu, ie, 31);
+        run_o[q] += __shfl_sync(0xffffffffu, io, 31);
+      }
+      __syncwarp();
+#pragma unroll
+      for (unsigned u = 0; u < S; ++u) {
+        const std::uint32_t x[4] = {v[u].x, v[u].y, v[u].z, v[u].w};
+        unsigned g[8];
+        std::uint32_t rk[8];
+#pragma unroll
+        for (unsigned k = 0; k < 8; ++k) g[k] = group_of(k & 1 ? x[k / 2] >> 16 : x[k / 2] & 0xffffu);
+#pragma unroll
+        for (unsigned k = 0; k < 8; ++k) {
+          const unsigned sh = (g[k] & 1u) * 16;
+          rk[k] = (atomicAdd(&ctr[(g[k] >> 1) * 32 + lane], 1u << sh) >> sh) & 0xffffu;
+        }
+#pragma unroll
+        for (unsigned k = 0; k < 8; ++k)
+          if ((ctr[CtrWords - 512 + ((rk[k] >> 5) & 511u)] >> (rk[k] & 31)) & 1u) acc += t * T + (lane * S + u) * V + k;
+      }
+#pragma unroll
+      for (unsigned u = 0; u < S; ++u) v[u] = w[u];
+    }
+  } else if constexpr (L == layout::tile) {
     constexpr unsigned T = 32 * S * V;
     const std::uint32_t tiles = n / T;
     uint4 v[S], w[S];
@@ -248,7 +322,7 @@ float time_ms(F&& f, int reps) {
 }
 
 const char* name(layout l) {
-  return l == layout::range ? "range" : l == layout::skew ? "skew" : l == layout::coal ? "coal" : l == layout::async ? "async" : l == layout::tile ? "tile" : "xpose";
+  return l == layout::range ? "range" : l == layout::skew ? "skew" : l == layout::coal ? "coal" : l == layout::async ? "async" : l == layout::tile ? "tile" : l == layout::tilescan ? "tilescan" : "xpose";
 }
 const char* name(work w) { return w == work::sum ? "sum" : w == work::hist ? "hist" : "rank"; }
 
@@ -264,7 +338,7 @@ void run(const std::uint16_t* base, std::uint64_t numel, std::uint32_t* sink, in
   static std::uint32_t reference[3][2] = {};
   static bool seen[3][2] = {};
   const int wi = static_cast<int>(Wk), ci = CtrWords == 128 * 32 + 512 ? 0 : 1;
-  if (L == layout::coal || L == layout::skew || L == layout::tile) {
+  if (L == layout::coal || L == layout::skew || L == layout::tile || L == layout::tilescan) {
   } else if (!seen[wi][ci]) {
     seen[wi][ci] = true;
     reference[wi][ci] = once;
@@ -314,6 +388,18 @@ int main(int argc, char** argv) {
     run<layout::tile, work::rank, 1, 4, small>(base, numel, sink, reps, floor_ms);
     run<layout::tile, work::rank, 1, 8, small>(base, numel, sink, reps, floor_ms);
     run<layout::tile, work::rank, 1, 16, small>(base, numel, sink, reps, floor_ms);
+    CHECK(cudaFree(base));
+    return 0;
+  }
+  if (argc > 3 && std::atoi(argv[3]) == 28) {  // session 27, call F: the tiled placing walk with its per-tile scans
+    constexpr unsigned small = 64 * 16 + 512 + 1212;
+    run<layout::range, work::hist, 4>(base, numel, sink, reps, floor_ms);
+    run<layout::range, work::rank, 2, 1, small>(base, numel, sink, reps, floor_ms);
+    run<layout::xpose, work::rank, 2, 2, small>(base, numel, sink, reps, floor_ms);
+    run<layout::tile, work::rank, 1, 4, small>(base, numel, sink, reps, floor_ms);
+    run<layout::tilescan, work::rank, 1, 2, small>(base, numel, sink, reps, floor_ms);
+    run<layout::tilescan, work::rank, 1, 4, small>(base, numel, sink, reps, floor_ms);
+    run<layout::tilescan, work::rank, 1, 8, small>(base, numel, sink, reps, floor_ms);
     CHECK(cudaFree(base));
     return 0;
   }
