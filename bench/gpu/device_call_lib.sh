@@ -5,6 +5,8 @@
 #   call_engine NAME DIR WORKERS COMMIT [ARGS]   one engine_nccl_bench run (7B, 512 MiB buckets, varint, 5 versions)
 #   call_tails NAME ...          each run's medians against the dense broadcast, and its version tails
 # After them: `call_pack NAME` packs the work directory into $OUT/NAME.tgz and prints the summary.
+# The real RL stream (../shared/data beside the checkout) does not travel by itself: copy it to .carry/data and carry
+# that path too, and call_setup points gpu_codec_tests' real-stream case at it (else that case skips, and says so).
 export NCCL_NVLS_ENABLE=0
 G=$(nvidia-smi -L | wc -l)
 stamp() { echo "$1 rc=$2 $(( $(date +%s) - t0 ))s" | tee -a "$OUT/summary.txt"; }
@@ -15,6 +17,11 @@ call_setup() {
   export LD_LIBRARY_PATH=$O/lib:${LD_LIBRARY_PATH:-}
   cp "$N"/engine_nccl_worker "$N"/*_tests "$T"/  # (the kill test starts its worker from the build tree)
   nvidia-smi --query-gpu=name,driver_version --format=csv,noheader >> "$OUT/summary.txt"
+  if [ -d .carry/data/rl-gpt2-small-lr1e-6 ]; then
+    export SPARSESYNC_DATA_DIR=$PWD/.carry/data/rl-gpt2-small-lr1e-6
+  else
+    echo "real stream not carried (.carry/data): gpu_codec_tests' real-stream case skips" >> "$OUT/summary.txt"
+  fi
 }
 call_tests() {
   local t n l
