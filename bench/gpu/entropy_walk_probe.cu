@@ -19,6 +19,12 @@
 //                   ignored): each lane's elements of each of 16 groups (a class -> group table, byte counters),
 //                   a scan over the lanes per group (16-bit pairs) into each lane's rank counters, then per element
 //                   the rank (the counter atomic's old value) tested against a bitmap (session 27)
+//           encrange  the encoder's ranking walk (its size pass, step 3) over the lane ranges: per element its group
+//                   (a class -> group table), a whole-word lane counter's atomic with its old value, one test a vector
+//                   for the lane's next change (every 117th element of the model: 0.85%), its rank kept there
+//           enctile   the same ranks in tile order (S vectors a lane a tile): per tile, a warp sum per change before
+//                   the tile is counted (the lanes after the change's lane) and one after (the lanes before it), the
+//                   changing lane's counter value at the change between them (session 27)
 //   smem:   the counters' shared memory a warp: 18 KB (the decoder's class counters) or 11 KB (the placing kernel's
 //           and the size pass's), which with the ring sets the chunks an SM
 //   work:   sum     the words xor-ed (the loads alone)
@@ -26,7 +32,7 @@
 //           rank    + the atomic's old value read and tested against a bitmap (walk 2 of the decoder)
 // Build: the bench build (target entropy_walk_probe), or nvcc -O3 -std=c++20 -arch=sm_90 -o entropy_walk_probe
 //        -Iinclude bench/gpu/entropy_walk_probe.cu
-// Run:   ./entropy_walk_probe [numel=7e9] [reps=3] [27 or 28: session 27's sets only]   (prints one JSON object per line; session 14's run on an H100:
+// Run:   ./entropy_walk_probe [numel=7e9] [reps=3] [27, 28 or 29: session 27's sets only]   (prints one JSON object per line; session 14's run on an H100:
 //        bench/results/gpu-test-runs/s14/probe/probe.jsonl)
 #include <sparsesync/cuda/cuda_error.hpp>
 
@@ -40,7 +46,7 @@
 
 namespace {
 
-enum class layout { range, skew, coal, async, xpose, tile, tilescan };
+enum class layout { range, skew, coal, async, xpose, tile, tilescan, encrange, enctile };
 enum class work { sum, hist, rank };
 
 constexpr unsigned chunk = 1u << 16, V = 8;  // BF16 elements per chunk and per 16-byte vector
@@ -83,7 +89,122 @@ __global__ void __launch_bounds__(32) walk_kernel(const std::uint16_t* base, std
       element(i + 2 * k + 1, w[k] >> 16);
     }
   };
-  if constexpr (L == layout::tilescan) {
+  if constexpr (L == layout::encrange || L == layout::enctile) {
+    constexpr unsigned G = 16, gap = 117;
+    __shared__ std::uint8_t of_class[256];
+    __shared__ std::uint32_t mask[32], olds[32];
+    for (unsigned x = lane; x < 256; x += 32) of_class[x] = static_cast<std::uint8_t>(x % G);
+    for (unsigned w = lane; w < G * 32; w += 32) ctr[w] = 0;
+    __syncwarp();
+    auto group_of = [&](std::uint32_t bits) { return static_cast<unsigned>(of_class[(bits >> 7) & 0xffu]); };
+    auto first_change_at = [&](std::uint32_t i) {  // chunk-relative, at or after i
+      const std::uint64_t gi = first + i;
+      return static_cast<std::uint32_t>((gi + gap - 1) / gap * gap - first);
+    };
+    if constexpr (L == layout::encrange) {
+      const std::uint32_t R = (n + 32 * V - 1) / (32 * V) * V;
+      const std::uint32_t lo = lane * R < n ? lane * R : n, hi = lo + R < n ? lo + R : n;
+      std::uint32_t at = first_change_at(lo);
+      std::uint32_t i = lo;
+      uint4 v[D], w[D];
+      if (i + D * V <= hi) {
+#pragma unroll
+        for (unsigned u = 0; u < D; ++u) v[u] = *reinterpret_cast<const uint4*>(b + i + u * V);
+      }
+      for (; i + D * V <= hi; i += D * V) {
+        const bool more = i + 2 * D * V <= hi;
+        if (more) {
+#pragma unroll
+          for (unsigned u = 0; u < D; ++u) w[u] = *reinterpret_cast<const uint4*>(b + i + (D + u) * V);
+        }
+#pragma unroll
+        for (unsigned u = 0; u < D; ++u) {
+          const std::uint32_t x[4] = {v[u].x, v[u].y, v[u].z, v[u].w};
+          unsigned g[8];
+          std::uint32_t r[8];
+#pragma unroll
+          for (unsigned k = 0; k < 8; ++k) g[k] = group_of(k & 1 ? x[k / 2] >> 16 : x[k / 2] & 0xffffu);
+#pragma unroll
+          for (unsigned k = 0; k < 8; ++k) r[k] = atomicAdd(&ctr[g[k] * 32 + lane], 1u);
+          const std::uint32_t i0 = i + u * V;
+          if (at < i0 + V) {
+#pragma unroll
+            for (unsigned k = 0; k < 8; ++k)
+              if (i0 + k == at) {
+                acc += (g[k] << 24) | r[k];
+                at += gap;
+              }
+          }
+        }
+        if (more) {
+#pragma unroll
+          for (unsigned u = 0; u < D; ++u) v[u] = w[u];
+        }
+      }
+    } else {
+      constexpr unsigned T = 32 * S * V, slice = S * V;
+      const std::uint32_t tiles = n / T;
+      uint4 v[S], w[S];
+      auto load = [&](std::uint32_t t, uint4 (&to)[S]) {
+#pragma unroll
+        for (unsigned u = 0; u < S; ++u) to[u] = reinterpret_cast<const uint4*>(b + t * T + lane * slice)[u];
+      };
+      if (tiles > 0) load(0, v);
+      for (std::uint32_t t = 0; t < tiles; ++t) {
+        if (t + 1 < tiles) load(t + 1, w);
+        const std::uint32_t t0 = t * T, c0 = first_change_at(t0);
+        const std::uint32_t m = c0 < t0 + T ? (t0 + T - 1 - c0) / gap + 1 : 0;  // (uniform; at most 9)
+        // The tile's changes, lane j the j-th: its lane, its group (a load of the base), the sum before the tile.
+        const std::uint32_t pos = c0 + lane * gap;
+        const bool mine_j = lane < m;
+        const unsigned lj = mine_j ? (pos - t0) / slice : 0u;
+        const unsigned gj = mine_j ? group_of(b[pos]) : 0u;
+        mask[lane] = 0;
+        __syncwarp();
+        if (mine_j) atomicOr(&mask[lj], 1u << (pos - t0 - lj * slice));
+        std::uint32_t A = 0, B = 0;
+        for (unsigned j = 0; j < m; ++j) {
+          const unsigned g = __shfl_sync(0xffffffffu, gj, static_cast<int>(j)), l = __shfl_sync(0xffffffffu, lj, static_cast<int>(j));
+          const std::uint32_t sum = __reduce_add_sync(0xffffffffu, lane > l ? ctr[g * 32 + lane] : 0u);
+          if (lane == j) A = sum;
+        }
+        __syncwarp();
+        const std::uint32_t my = mask[lane];
+        std::uint32_t j0 = static_cast<std::uint32_t>(__popc(my));
+#pragma unroll
+        for (unsigned o = 1; o < 32; o *= 2) {
+          const std::uint32_t u = __shfl_up_sync(0xffffffffu, j0, o);
+          if (lane >= o) j0 += u;
+        }
+        j0 -= static_cast<std::uint32_t>(__popc(my));
+#pragma unroll
+        for (unsigned u = 0; u < S; ++u) {
+          const std::uint32_t x[4] = {v[u].x, v[u].y, v[u].z, v[u].w};
+          unsigned g[8];
+          std::uint32_t r[8];
+#pragma unroll
+          for (unsigned k = 0; k < 8; ++k) g[k] = group_of(k & 1 ? x[k / 2] >> 16 : x[k / 2] & 0xffffu);
+#pragma unroll
+          for (unsigned k = 0; k < 8; ++k) r[k] = atomicAdd(&ctr[g[k] * 32 + lane], 1u);
+          if ((my >> (u * 8)) & 0xffu) {
+#pragma unroll
+            for (unsigned k = 0; k < 8; ++k)
+              if ((my >> (u * 8 + k)) & 1u) olds[j0++] = r[k];
+          }
+        }
+        __syncwarp();
+        for (unsigned j = 0; j < m; ++j) {
+          const unsigned g = __shfl_sync(0xffffffffu, gj, static_cast<int>(j)), l = __shfl_sync(0xffffffffu, lj, static_cast<int>(j));
+          const std::uint32_t sum = __reduce_add_sync(0xffffffffu, lane < l ? ctr[g * 32 + lane] : 0u);
+          if (lane == j) B = sum;
+        }
+        if (mine_j) acc += (gj << 24) | (A + B + olds[lane]);
+        __syncwarp();
+#pragma unroll
+        for (unsigned u = 0; u < S; ++u) v[u] = w[u];
+      }
+    }
+  } else if constexpr (L == layout::tilescan) {
     constexpr unsigned T = 32 * S * V, G = 16;
     __shared__ std::uint32_t gbytes[G / 4 * 32];
     __shared__ std::uint8_t of_class[256];
@@ -322,7 +443,7 @@ float time_ms(F&& f, int reps) {
 }
 
 const char* name(layout l) {
-  return l == layout::range ? "range" : l == layout::skew ? "skew" : l == layout::coal ? "coal" : l == layout::async ? "async" : l == layout::tile ? "tile" : l == layout::tilescan ? "tilescan" : "xpose";
+  return l == layout::range ? "range" : l == layout::skew ? "skew" : l == layout::coal ? "coal" : l == layout::async ? "async" : l == layout::tile ? "tile" : l == layout::tilescan ? "tilescan" : l == layout::encrange ? "encrange" : l == layout::enctile ? "enctile" : "xpose";
 }
 const char* name(work w) { return w == work::sum ? "sum" : w == work::hist ? "hist" : "rank"; }
 
@@ -338,7 +459,7 @@ void run(const std::uint16_t* base, std::uint64_t numel, std::uint32_t* sink, in
   static std::uint32_t reference[3][2] = {};
   static bool seen[3][2] = {};
   const int wi = static_cast<int>(Wk), ci = CtrWords == 128 * 32 + 512 ? 0 : 1;
-  if (L == layout::coal || L == layout::skew || L == layout::tile || L == layout::tilescan) {
+  if (L == layout::coal || L == layout::skew || L == layout::tile || L == layout::tilescan || L == layout::encrange || L == layout::enctile) {
   } else if (!seen[wi][ci]) {
     seen[wi][ci] = true;
     reference[wi][ci] = once;
@@ -388,6 +509,18 @@ int main(int argc, char** argv) {
     run<layout::tile, work::rank, 1, 4, small>(base, numel, sink, reps, floor_ms);
     run<layout::tile, work::rank, 1, 8, small>(base, numel, sink, reps, floor_ms);
     run<layout::tile, work::rank, 1, 16, small>(base, numel, sink, reps, floor_ms);
+    CHECK(cudaFree(base));
+    return 0;
+  }
+  if (argc > 3 && std::atoi(argv[3]) == 29) {  // session 27, call G: the encoder's ranking walk, lane ranges or tiles
+    constexpr unsigned enc = 16 * 32 + 512 + 512;  // 16 groups' whole-word lane counters and room: ~6 KB
+    run<layout::range, work::hist, 4>(base, numel, sink, reps, floor_ms);
+    run<layout::encrange, work::rank, 2, 1, enc>(base, numel, sink, reps, floor_ms);
+    run<layout::encrange, work::rank, 2, 1>(base, numel, sink, reps, floor_ms);
+    run<layout::enctile, work::rank, 1, 2, enc>(base, numel, sink, reps, floor_ms);
+    run<layout::enctile, work::rank, 1, 4, enc>(base, numel, sink, reps, floor_ms);
+    run<layout::enctile, work::rank, 1, 4>(base, numel, sink, reps, floor_ms);
+    run<layout::enctile, work::rank, 1, 8, enc>(base, numel, sink, reps, floor_ms);
     CHECK(cudaFree(base));
     return 0;
   }
