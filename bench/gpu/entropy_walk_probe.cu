@@ -53,6 +53,59 @@ constexpr unsigned chunk = 1u << 16, V = 8;  // BF16 elements per chunk and per 
 
 __device__ __forceinline__ unsigned ctr_at(unsigned x, unsigned lane) { return (x >> 1) * 32 + lane; }
 
+// A lane's range [lo, hi) of whole vectors, D loaded ahead: fv(i, v) for each (i its first element).
+template <unsigned D, class FV>
+__device__ __forceinline__ std::uint32_t lane_walk(const std::uint16_t* b, std::uint32_t lo, std::uint32_t hi, FV&& fv) {
+  std::uint32_t i = lo;
+  uint4 v[D], w[D];
+  if (i + D * V <= hi) {
+#pragma unroll
+    for (unsigned u = 0; u < D; ++u) v[u] = *reinterpret_cast<const uint4*>(b + i + u * V);
+  }
+  for (; i + D * V <= hi; i += D * V) {
+    const bool more = i + 2 * D * V <= hi;
+    if (more) {
+#pragma unroll
+      for (unsigned u = 0; u < D; ++u) w[u] = *reinterpret_cast<const uint4*>(b + i + (D + u) * V);
+    }
+#pragma unroll
+    for (unsigned u = 0; u < D; ++u) fv(i + u * V, v[u]);
+    if (more) {
+#pragma unroll
+      for (unsigned u = 0; u < D; ++u) v[u] = w[u];
+    }
+  }
+  return i;  // (the first element not walked)
+}
+
+// The chunk's whole tiles of 32 S vectors, each lane S contiguous ones, the next tile loaded while ft(t, v) takes
+// this one. Returns the tiles walked.
+template <unsigned S, class FT>
+__device__ __forceinline__ std::uint32_t tile_walk(const std::uint16_t* b, std::uint32_t n, unsigned lane, FT&& ft) {
+  constexpr unsigned T = 32 * S * V;
+  const std::uint32_t tiles = n / T;
+  uint4 v[S], w[S];
+  auto load = [&](std::uint32_t t, uint4 (&to)[S]) {
+#pragma unroll
+    for (unsigned u = 0; u < S; ++u) to[u] = reinterpret_cast<const uint4*>(b + t * T + lane * S * V)[u];
+  };
+  if (tiles > 0) load(0, v);
+  for (std::uint32_t t = 0; t < tiles; ++t) {
+    if (t + 1 < tiles) load(t + 1, w);
+    ft(t, v);
+#pragma unroll
+    for (unsigned u = 0; u < S; ++u) v[u] = w[u];
+  }
+  return tiles;
+}
+
+// The eight BF16 words of a vector.
+__device__ __forceinline__ void words8(const uint4& v, std::uint32_t (&e)[8]) {
+  const std::uint32_t x[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+  for (unsigned k = 0; k < 8; ++k) e[k] = k & 1 ? x[k / 2] >> 16 : x[k / 2] & 0xffffu;
+}
+
 // D: vectors ahead (range, skew, coal, async) or P (xpose); S: xpose's slots; CtrWords: the counters' words.
 template <layout L, work Wk, unsigned D, unsigned S = 1, unsigned CtrWords = 128 * 32 + 512>
 __global__ void __launch_bounds__(32) walk_kernel(const std::uint16_t* base, std::uint64_t numel, std::uint32_t* sink) {
@@ -105,53 +158,27 @@ __global__ void __launch_bounds__(32) walk_kernel(const std::uint16_t* base, std
       const std::uint32_t R = (n + 32 * V - 1) / (32 * V) * V;
       const std::uint32_t lo = lane * R < n ? lane * R : n, hi = lo + R < n ? lo + R : n;
       std::uint32_t at = first_change_at(lo);
-      std::uint32_t i = lo;
-      uint4 v[D], w[D];
-      if (i + D * V <= hi) {
+      lane_walk<D>(b, lo, hi, [&](std::uint32_t i0, const uint4& vec) {
+        std::uint32_t e[8];
+        words8(vec, e);
+        unsigned g[8];
+        std::uint32_t r[8];
 #pragma unroll
-        for (unsigned u = 0; u < D; ++u) v[u] = *reinterpret_cast<const uint4*>(b + i + u * V);
-      }
-      for (; i + D * V <= hi; i += D * V) {
-        const bool more = i + 2 * D * V <= hi;
-        if (more) {
+        for (unsigned k = 0; k < 8; ++k) g[k] = group_of(e[k]);
 #pragma unroll
-          for (unsigned u = 0; u < D; ++u) w[u] = *reinterpret_cast<const uint4*>(b + i + (D + u) * V);
+        for (unsigned k = 0; k < 8; ++k) r[k] = atomicAdd(&ctr[g[k] * 32 + lane], 1u);
+        if (at < i0 + V) {
+#pragma unroll
+          for (unsigned k = 0; k < 8; ++k)
+            if (i0 + k == at) {
+              acc += (g[k] << 24) | r[k];
+              at += gap;
+            }
         }
-#pragma unroll
-        for (unsigned u = 0; u < D; ++u) {
-          const std::uint32_t x[4] = {v[u].x, v[u].y, v[u].z, v[u].w};
-          unsigned g[8];
-          std::uint32_t r[8];
-#pragma unroll
-          for (unsigned k = 0; k < 8; ++k) g[k] = group_of(k & 1 ? x[k / 2] >> 16 : x[k / 2] & 0xffffu);
-#pragma unroll
-          for (unsigned k = 0; k < 8; ++k) r[k] = atomicAdd(&ctr[g[k] * 32 + lane], 1u);
-          const std::uint32_t i0 = i + u * V;
-          if (at < i0 + V) {
-#pragma unroll
-            for (unsigned k = 0; k < 8; ++k)
-              if (i0 + k == at) {
-                acc += (g[k] << 24) | r[k];
-                at += gap;
-              }
-          }
-        }
-        if (more) {
-#pragma unroll
-          for (unsigned u = 0; u < D; ++u) v[u] = w[u];
-        }
-      }
+      });
     } else {
       constexpr unsigned T = 32 * S * V, slice = S * V;
-      const std::uint32_t tiles = n / T;
-      uint4 v[S], w[S];
-      auto load = [&](std::uint32_t t, uint4 (&to)[S]) {
-#pragma unroll
-        for (unsigned u = 0; u < S; ++u) to[u] = reinterpret_cast<const uint4*>(b + t * T + lane * slice)[u];
-      };
-      if (tiles > 0) load(0, v);
-      for (std::uint32_t t = 0; t < tiles; ++t) {
-        if (t + 1 < tiles) load(t + 1, w);
+      tile_walk<S>(b, n, lane, [&](std::uint32_t t, const uint4 (&v)[S]) {
         const std::uint32_t t0 = t * T, c0 = first_change_at(t0);
         const std::uint32_t m = c0 < t0 + T ? (t0 + T - 1 - c0) / gap + 1 : 0;  // (uniform; at most 9)
         // The tile's changes, lane j the j-th: its lane, its group (a load of the base), the sum before the tile.
@@ -162,12 +189,17 @@ __global__ void __launch_bounds__(32) walk_kernel(const std::uint16_t* base, std
         mask[lane] = 0;
         __syncwarp();
         if (mine_j) atomicOr(&mask[lj], 1u << (pos - t0 - lj * slice));
-        std::uint32_t A = 0, B = 0;
-        for (unsigned j = 0; j < m; ++j) {
-          const unsigned g = __shfl_sync(0xffffffffu, gj, static_cast<int>(j)), l = __shfl_sync(0xffffffffu, lj, static_cast<int>(j));
-          const std::uint32_t sum = __reduce_add_sync(0xffffffffu, lane > l ? ctr[g * 32 + lane] : 0u);
-          if (lane == j) A = sum;
-        }
+        // A warp sum per change over the lanes after (before the tile is counted) or before its lane (after).
+        auto sums = [&](bool after) {
+          std::uint32_t mine = 0;
+          for (unsigned j = 0; j < m; ++j) {
+            const unsigned g = __shfl_sync(0xffffffffu, gj, static_cast<int>(j)), l = __shfl_sync(0xffffffffu, lj, static_cast<int>(j));
+            const std::uint32_t sum = __reduce_add_sync(0xffffffffu, (after ? lane > l : lane < l) ? ctr[g * 32 + lane] : 0u);
+            if (lane == j) mine = sum;
+          }
+          return mine;
+        };
+        const std::uint32_t A = sums(true);
         __syncwarp();
         const std::uint32_t my = mask[lane];
         std::uint32_t j0 = static_cast<std::uint32_t>(__popc(my));
@@ -179,11 +211,12 @@ __global__ void __launch_bounds__(32) walk_kernel(const std::uint16_t* base, std
         j0 -= static_cast<std::uint32_t>(__popc(my));
 #pragma unroll
         for (unsigned u = 0; u < S; ++u) {
-          const std::uint32_t x[4] = {v[u].x, v[u].y, v[u].z, v[u].w};
+          std::uint32_t e[8];
+          words8(v[u], e);
           unsigned g[8];
           std::uint32_t r[8];
 #pragma unroll
-          for (unsigned k = 0; k < 8; ++k) g[k] = group_of(k & 1 ? x[k / 2] >> 16 : x[k / 2] & 0xffffu);
+          for (unsigned k = 0; k < 8; ++k) g[k] = group_of(e[k]);
 #pragma unroll
           for (unsigned k = 0; k < 8; ++k) r[k] = atomicAdd(&ctr[g[k] * 32 + lane], 1u);
           if ((my >> (u * 8)) & 0xffu) {
@@ -193,16 +226,10 @@ __global__ void __launch_bounds__(32) walk_kernel(const std::uint16_t* base, std
           }
         }
         __syncwarp();
-        for (unsigned j = 0; j < m; ++j) {
-          const unsigned g = __shfl_sync(0xffffffffu, gj, static_cast<int>(j)), l = __shfl_sync(0xffffffffu, lj, static_cast<int>(j));
-          const std::uint32_t sum = __reduce_add_sync(0xffffffffu, lane < l ? ctr[g * 32 + lane] : 0u);
-          if (lane == j) B = sum;
-        }
+        const std::uint32_t B = sums(false);
         if (mine_j) acc += (gj << 24) | (A + B + olds[lane]);
         __syncwarp();
-#pragma unroll
-        for (unsigned u = 0; u < S; ++u) v[u] = w[u];
-      }
+      });
     }
   } else if constexpr (L == layout::tilescan) {
     constexpr unsigned T = 32 * S * V, G = 16;
@@ -214,22 +241,15 @@ __global__ void __launch_bounds__(32) walk_kernel(const std::uint16_t* base, std
     std::uint32_t run_e[G / 4], run_o[G / 4];  // groups 4q, 4q + 2 / 4q + 1, 4q + 3 in 16-bit halves
 #pragma unroll
     for (unsigned q = 0; q < G / 4; ++q) run_e[q] = run_o[q] = 0;
-    const std::uint32_t tiles = n / T;
-    uint4 v[S], w[S];
-    auto load = [&](std::uint32_t t, uint4 (&to)[S]) {
-#pragma unroll
-      for (unsigned u = 0; u < S; ++u) to[u] = reinterpret_cast<const uint4*>(b + t * T + lane * S * V)[u];
-    };
     auto group_of = [&](std::uint32_t bits) { return static_cast<unsigned>(of_class[(bits >> 7) & 0xffu]); };
-    if (tiles > 0) load(0, v);
-    for (std::uint32_t t = 0; t < tiles; ++t) {
-      if (t + 1 < tiles) load(t + 1, w);
+    tile_walk<S>(b, n, lane, [&](std::uint32_t t, const uint4 (&v)[S]) {
 #pragma unroll
       for (unsigned u = 0; u < S; ++u) {
-        const std::uint32_t x[4] = {v[u].x, v[u].y, v[u].z, v[u].w};
+        std::uint32_t e[8];
+        words8(v[u], e);
 #pragma unroll
         for (unsigned k = 0; k < 8; ++k) {
-          const unsigned g = group_of(k & 1 ? x[k / 2] >> 16 : x[k / 2] & 0xffffu);
+          const unsigned g = group_of(e[k]);
           atomicAdd(&gbytes[(g >> 2) * 32 + lane], 1u << ((g & 3u) * 8));
         }
       }
@@ -257,11 +277,12 @@ __global__ void __launch_bounds__(32) walk_kernel(const std::uint16_t* base, std
       __syncwarp();
 #pragma unroll
       for (unsigned u = 0; u < S; ++u) {
-        const std::uint32_t x[4] = {v[u].x, v[u].y, v[u].z, v[u].w};
+        std::uint32_t e[8];
+        words8(v[u], e);
         unsigned g[8];
         std::uint32_t rk[8];
 #pragma unroll
-        for (unsigned k = 0; k < 8; ++k) g[k] = group_of(k & 1 ? x[k / 2] >> 16 : x[k / 2] & 0xffffu);
+        for (unsigned k = 0; k < 8; ++k) g[k] = group_of(e[k]);
 #pragma unroll
         for (unsigned k = 0; k < 8; ++k) {
           const unsigned sh = (g[k] & 1u) * 16;
@@ -271,25 +292,13 @@ __global__ void __launch_bounds__(32) walk_kernel(const std::uint16_t* base, std
         for (unsigned k = 0; k < 8; ++k)
           if ((ctr[CtrWords - 512 + ((rk[k] >> 5) & 511u)] >> (rk[k] & 31)) & 1u) acc += t * T + (lane * S + u) * V + k;
       }
-#pragma unroll
-      for (unsigned u = 0; u < S; ++u) v[u] = w[u];
-    }
+    });
   } else if constexpr (L == layout::tile) {
     constexpr unsigned T = 32 * S * V;
-    const std::uint32_t tiles = n / T;
-    uint4 v[S], w[S];
-    auto load = [&](std::uint32_t t, uint4 (&to)[S]) {
-#pragma unroll
-      for (unsigned u = 0; u < S; ++u) to[u] = reinterpret_cast<const uint4*>(b + t * T + lane * S * V)[u];
-    };
-    if (tiles > 0) load(0, v);
-    for (std::uint32_t t = 0; t < tiles; ++t) {
-      if (t + 1 < tiles) load(t + 1, w);
+    const std::uint32_t tiles = tile_walk<S>(b, n, lane, [&](std::uint32_t t, const uint4 (&v)[S]) {
 #pragma unroll
       for (unsigned u = 0; u < S; ++u) vec(t * T + (lane * S + u) * V, v[u]);
-#pragma unroll
-      for (unsigned u = 0; u < S; ++u) v[u] = w[u];
-    }
+    });
     for (std::uint32_t i = tiles * T + lane; i < n; i += 32) element(i, b[i]);
   } else if constexpr (L == layout::coal) {
     // Step s: lane reads vector s * 32 + lane.
@@ -378,25 +387,7 @@ __global__ void __launch_bounds__(32) walk_kernel(const std::uint16_t* base, std
     const std::uint32_t stride = L == layout::skew ? R - V : R;
     const std::uint32_t lo = lane * stride < n ? lane * stride : n;
     const std::uint32_t hi = lane == 31 ? n : (lo + stride < n ? lo + stride : n);
-    std::uint32_t i = lo;
-    uint4 v[D], w[D];
-    if (i + D * V <= hi) {
-#pragma unroll
-      for (unsigned u = 0; u < D; ++u) v[u] = *reinterpret_cast<const uint4*>(b + i + u * V);
-    }
-    for (; i + D * V <= hi; i += D * V) {
-      const bool more = i + 2 * D * V <= hi;
-      if (more) {
-#pragma unroll
-        for (unsigned u = 0; u < D; ++u) w[u] = *reinterpret_cast<const uint4*>(b + i + (D + u) * V);
-      }
-#pragma unroll
-      for (unsigned u = 0; u < D; ++u) vec(i + u * V, v[u]);
-      if (more) {
-#pragma unroll
-        for (unsigned u = 0; u < D; ++u) v[u] = w[u];
-      }
-    }
+    std::uint32_t i = lane_walk<D>(b, lo, hi, [&](std::uint32_t i0, const uint4& v) { vec(i0, v); });
     for (; i < hi; ++i) element(i, b[i]);
   }
   __syncwarp();
