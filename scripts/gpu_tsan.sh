@@ -7,11 +7,14 @@
 # launches on several threads (CUDA documents those as safe) are suppressed (scripts/tsan-libcuda.supp), so that a
 # report left is in code TSan sees; a report fails its test. bench/results/sanitizers-thread.md has the last run.
 #   scripts/gpu_tsan.sh [BUILD_DIR]        (build only: SPARSESYNC_TSAN_BUILD_ONLY=1, e.g. on a machine without a GPU)
+#   env: XXHASH_INCLUDE (a folder holding xxhash.h, when the system has none, as scripts/gpu_build_and_test.sh)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build/tsan-gpu}
 export PATH=$PATH:/usr/local/cuda/bin
-cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DSPARSESYNC_BUILD_BENCH=OFF -DSPARSESYNC_BUILD_EXAMPLES=OFF \
+extra=()
+[[ -n ${XXHASH_INCLUDE:-} ]] && extra+=("-DSPARSESYNC_XXHASH_INCLUDE_DIR=$XXHASH_INCLUDE")
+cmake -S . -B "$build" -G Ninja "${extra[@]}" -DCMAKE_BUILD_TYPE=Debug -DSPARSESYNC_BUILD_BENCH=OFF -DSPARSESYNC_BUILD_EXAMPLES=OFF \
   -DSPARSESYNC_BUILD_TOOLS=OFF "-DCMAKE_CUDA_ARCHITECTURES=${CMAKE_CUDA_ARCHITECTURES:-90}" "-DCMAKE_CXX_FLAGS_DEBUG=-O1 -g1" \
   "-DCMAKE_CUDA_FLAGS_DEBUG=-O1 -lineinfo" "-DCMAKE_CXX_FLAGS=-fsanitize=thread -fno-omit-frame-pointer" \
   "-DCMAKE_CUDA_FLAGS=-Xcompiler=-fsanitize=thread -Xcompiler=-fno-omit-frame-pointer" \
