@@ -236,7 +236,7 @@ struct rice {
       value_cost = std::uint64_t{value_bits} * in.values.size();
     }
     bits += value_cost;
-    p.bytes = 2 + static_cast<std::size_t>((bits + 7) / 8);
+    p.bytes = static_cast<std::size_t>(rice_params::data_bytes(bits));
     return p;
   }
 
@@ -251,7 +251,7 @@ struct rice {
   static unsigned value_floor(std::uint32_t code) {
     return detail::rice_floor<8 * sizeof(W) - 1, 8 * sizeof(W)>[detail::rice_top_bit(2 * std::uint64_t{code} + 1)];
   }
-  static std::size_t bytes_at_least(std::uint64_t floor_bits) { return 2 + static_cast<std::size_t>((floor_bits + 7) / 8); }
+  static std::size_t bytes_at_least(std::uint64_t floor_bits) { return static_cast<std::size_t>(rice_params::data_bytes(floor_bits)); }
   // The same floor in one loop over the changes (entropy's encoder: ~1% of its time where plan() took ~7%).
   template <element_word W>
   static std::size_t least_bytes(const chunk_changes<W>& in) {

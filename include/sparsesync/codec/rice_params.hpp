@@ -4,6 +4,8 @@
 
 #include <sparsesync/core/config.hpp>
 
+#include <cstdint>
+
 SPARSESYNC_NS_BEGIN
 namespace rice_params {
 
@@ -18,6 +20,10 @@ SPARSESYNC_HD constexpr U code_bits(U v, unsigned k, unsigned raw_bits) {
   const U q = v >> k;
   return q < escape ? q + 1 + k : escape + raw_bits;
 }
+
+// Bytes of rice's chunk data with a body of `body_bits` bits: its two parameter bytes, then the body padded to whole
+// bytes (rice::plan, its floor rice::bytes_at_least, and the device twins' sizes).
+SPARSESYNC_HD constexpr std::uint64_t data_bytes(std::uint64_t body_bits) { return 2 + (body_bits + 7) / 8; }
 
 }  // namespace rice_params
 SPARSESYNC_NS_END

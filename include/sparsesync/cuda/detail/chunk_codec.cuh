@@ -97,7 +97,7 @@ SPARSESYNC_DEVICE std::uint64_t chunk_data_size(encoder_id enc, value_mode mode,
     }
     plan.k_gap = kg;
     plan.k_val = kv;
-    return 2 + (std::uint64_t{best_g} + vbits + 7) / 8;
+    return rice_params::data_bytes(std::uint64_t{best_g} + vbits);
   }
   std::uint64_t pos_bytes = 0, val_bytes = abs_values;
   const bool need_gaps = enc == encoder_id::delta_varint;

@@ -410,7 +410,7 @@ SPARSESYNC_KERNEL void __launch_bounds__(32, Mode == entropy_plan_mode::bytes ? 
   const std::uint64_t class_bytes = entropy_class_bytes(bits);  // (bits: the same in every lane)
   unsigned rice_kg = 0, rice_kv = 0;
   std::uint64_t rice_bytes = 0;
-  const bool settled = class_bytes < 1 + 2 + (rice_floor_bits + 7) / 8;  // (uniform) below any rice body
+  const bool settled = class_bytes < 1 + rice_params::data_bytes(rice_floor_bits);  // (uniform) below any rice body
   if (!settled) {
     entropy_warp_rice_cost<W> rice;
     entropy_warp_rice_gaps(p, t0, t1, [&](bool act, std::uint32_t, std::uint64_t slot, std::uint32_t gap) {

@@ -361,7 +361,7 @@ struct entropy_warp_rice_cost {
     std::uint32_t g = 0, v = 0;
     k_gap = entropy_warp_best(gap_bits, rice_params::max_gap_k, g);
     k_val = ulp ? entropy_warp_best(value_bits, wbits - 1, v) : 0u;
-    return 2 + (std::uint64_t{g} + (ulp ? std::uint64_t{v} : std::uint64_t{n} * wbits) + 7) / 8;
+    return rice_params::data_bytes(std::uint64_t{g} + (ulp ? std::uint64_t{v} : std::uint64_t{n} * wbits));
   }
 };
 
