@@ -47,7 +47,8 @@ def _layout(layout: Any) -> Layout:
 
 def diff(layout: Any, base: Optional[Any], new: Any, encoder: str = "auto", values: str = "ulp", *,
          base_version: int = 0, target_version: int = 1, bucket_bytes: Optional[int] = None,
-         chunk_log2: int = _core.default_chunk_log2, stream: Any = None) -> Patch:
+         chunk_log2: int = _core.default_chunk_log2, link_gbps: float = 0.0, receivers: str = "gpu",
+         stream: Any = None) -> Patch:
     """Encodes the change from ``base`` to ``new`` as a patch.
 
     ``base`` and ``new`` hold the tensors of ``layout``: sequences in layout order, or mappings by name.
@@ -55,10 +56,13 @@ def diff(layout: Any, base: Optional[Any], new: Any, encoder: str = "auto", valu
     ``encoder`` is one of :data:`ENCODERS` (or an alias of the CLI) or ``"auto"``; ``values`` is ``"ulp"`` or
     ``"absolute"``. ``bucket_bytes`` and ``chunk_log2`` are the CLI's ``--bucket-bytes`` and ``--chunk-log2``;
     the versions are stored in the header for the receiver's bookkeeping.
+    ``link_gbps`` (the CLI's ``--link-gbps``) states the link's speed for ``"auto"``: entropy, the fewest bytes,
+    then takes a bucket where its bytes saved cross the link sooner than the ``receivers`` (``"gpu"`` or
+    ``"cpu"``) walk the base to decode it; ``0`` (the default) leaves entropy out of ``"auto"``.
     Raises :class:`InvalidArgument` when the arrays do not match the layout.
 
     Tensors on a GPU are compared there, after the work queued on ``stream`` (default: their producer's current
-    stream), by the GPU encoder named (``"auto"`` is ``"rice"`` there; ``bucket_bytes`` defaults to
+    stream), by the GPU encoder named (``"auto"`` is ``"rice"`` there, whatever ``link_gbps``; ``bucket_bytes`` defaults to
     ``device_bucket_bytes``); it holds a copy of ``base`` in GPU memory while it runs. The patch is byte for byte
     the host codec's with that encoder (a full transfer, ``base=None``, is bitmap-coded, as the engine sends it).
     """
@@ -74,7 +78,7 @@ def diff(layout: Any, base: Optional[Any], new: Any, encoder: str = "auto", valu
     if bucket_bytes is None:
         bucket_bytes = _core.default_bucket_bytes
     patch = _core.diff(layout._native, base_arrays, new_arrays, encoder, values, base_version, target_version,
-                       bucket_bytes, chunk_log2)
+                       bucket_bytes, chunk_log2, link_gbps, receivers)
     return Patch(patch)
 
 

@@ -60,8 +60,10 @@ void with_selection(const std::string& name, F&& f) {
 }
 
 nb::bytes diff(const model_layout& layout, nb::handle base, nb::handle target, const std::string& encoder, const std::string& values,
-               std::uint64_t base_version, std::uint64_t target_version, std::uint64_t bucket_bytes, unsigned chunk_log2) {
-  const patch_options opt = diff_options(values, base_version, target_version, bucket_bytes, chunk_log2);
+               std::uint64_t base_version, std::uint64_t target_version, std::uint64_t bucket_bytes, unsigned chunk_log2, double link_gbps,
+               const std::string& receivers) {
+  patch_options opt = diff_options(values, base_version, target_version, bucket_bytes, chunk_log2);
+  opt.encode.link = link_options(link_gbps, receivers);
   auto next = views_of<false>(layout, target, "new");
   std::optional<held_views<false>> old;
   std::vector<const_tensor_view> zero(layout.size());  // null data: the all-zero model (a full transfer)
@@ -172,7 +174,8 @@ NB_MODULE(_core, m) {
       });
 
   m.def("diff", &diff, nb::arg("layout"), nb::arg("base").none(), nb::arg("new"), nb::arg("encoder"), nb::arg("values"),
-        nb::arg("base_version"), nb::arg("target_version"), nb::arg("bucket_bytes"), nb::arg("chunk_log2"));
+        nb::arg("base_version"), nb::arg("target_version"), nb::arg("bucket_bytes"), nb::arg("chunk_log2"), nb::arg("link_gbps"),
+        nb::arg("receivers"));
   m.def("apply", &apply, nb::arg("layout"), nb::arg("patch"), nb::arg("tensors"), nb::arg("known_base_checksum").none());
   m.def("inspect", &inspect, nb::arg("patch"));
   m.def("checksum", &checksum, nb::arg("layout"), nb::arg("tensors"));

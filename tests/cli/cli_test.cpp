@@ -139,8 +139,13 @@ TEST_CASE("auto is no larger than any of its encoders, and the CLI writes the li
     REQUIRE_MESSAGE(r.rc == 0, r.err);
     sizes[enc] = fs::file_size(patch);
   }
-  // auto chooses among its members (entropy is not one yet: codec/registry.hpp says why).
-  const auto members = []<class... Es>(ss::best_of<Es...>) { return std::vector<std::string>{std::string(Es::name)...}; }(ss::auto_encoder{});
+  // With no link stated (no --link-gbps), auto chooses among its members that read no base (codec/registry.hpp).
+  const auto members = []<class... Es>(ss::best_of<Es...>) {
+    std::vector<std::string> out;
+    ((Es::needs_base ? void() : out.push_back(std::string(Es::name))), ...);
+    return out;
+  }(ss::auto_encoder{});
+  CHECK(members.size() == 4);
   for (const auto& enc : members) CHECK(sizes["auto"] <= sizes[enc]);
 
   // The same patch from the library, in process: the CLI adds nothing but NEW's header as metadata.
@@ -152,6 +157,26 @@ TEST_CASE("auto is no larger than any of its encoders, and the CLI writes the li
   const auto bv = base.views(), nv = next.views();
   const auto lib = ss::encode_patch<ss::auto_encoder>(base.layout(), bv, nv, opt, ss::fixed_bytes{64 << 10});
   CHECK(read_bytes(dir / "auto.ssp") == lib);
+
+  // With the link's speed stated, auto weighs entropy too (format/link_cost.hpp), as the library does; the patch
+  // applies bit for bit. Over 0.1 Gb/s to GPU receivers entropy's walk counts for little: auto is no larger than
+  // any single encoder's patch but by the walks of the buckets entropy did not take.
+  for (const std::string receivers : {"gpu", "cpu"}) {
+    CAPTURE(receivers);
+    const auto linked = dir / ("auto-link-" + receivers + ".ssp");
+    auto r = run_cli({"diff", p.base.string(), p.next.string(), "-o", linked.string(), "--bucket-bytes", "64KiB", "--link-gbps", "0.1",
+                      "--receivers", receivers},
+                     dir.path);
+    REQUIRE_MESSAGE(r.rc == 0, r.err);
+    ss::patch_options lo = opt;
+    lo.encode.link = ss::link_cost::gigabits(0.1, receivers == "gpu" ? ss::link_cost::gpu_receiver : ss::link_cost::cpu_receiver);
+    CHECK(read_bytes(linked) == ss::encode_patch<ss::auto_encoder>(base.layout(), bv, nv, lo, ss::fixed_bytes{64 << 10}));
+    if (receivers == "gpu") CHECK(fs::file_size(linked) < sizes["auto"]);
+    const auto out = dir / ("auto-link-" + receivers + ".safetensors");
+    r = run_cli({"apply", p.base.string(), linked.string(), "-o", out.string()}, dir.path);
+    REQUIRE_MESSAGE(r.rc == 0, r.err);
+    CHECK(read_bytes(out) == read_bytes(p.next));
+  }
 }
 
 TEST_CASE("inspect: text report, JSON totals, versions and checksums") {
@@ -439,6 +464,8 @@ TEST_CASE("usage and input errors have their documented exit codes") {
   CHECK(run_cli({"diff", p.base.string(), p.next.string(), "-o", patch.string(), "--values", "relative"}, dir.path).rc == 1);
   CHECK(run_cli({"diff", p.base.string(), p.next.string(), "-o", patch.string(), "--chunk-log2", "7"}, dir.path).rc == 1);
   CHECK(run_cli({"diff", p.base.string(), p.next.string(), "-o", patch.string(), "--bucket-bytes", "0"}, dir.path).rc == 1);
+  CHECK(run_cli({"diff", p.base.string(), p.next.string(), "-o", patch.string(), "--link-gbps", "-1"}, dir.path).rc == 1);
+  CHECK(run_cli({"diff", p.base.string(), p.next.string(), "-o", patch.string(), "--link-gbps", "1", "--receivers", "tpu"}, dir.path).rc == 1);
   CHECK(!fs::exists(patch));
   const auto help = run_cli({"--help"}, dir.path);
   CHECK(help.rc == 0);

@@ -113,3 +113,41 @@ def test_ulp_is_smaller_than_absolute_for_small_steps():
     ulp = ss.inspect(ss.diff(layout, base, new, values="ulp"))["payload_bytes"]
     absolute = ss.inspect(ss.diff(layout, base, new, values="absolute"))["payload_bytes"]
     assert ulp < absolute
+
+
+def _weightlike_bf16(n, seed):
+    """BF16 bit patterns of normal weights (std 0.02) and a step that moves small magnitudes more often by one ulp."""
+    rng = np.random.default_rng(seed)
+    x = rng.normal(0.0, 0.02, size=n).astype(np.float32)
+    bits = (x.view(np.uint32) >> 16).astype(np.uint16)
+    p = np.minimum(0.9, 0.01 * 0.004 / (np.abs(x) + 1e-6))
+    moved = rng.random(n) < p
+    up = rng.random(n) < 0.5
+    mag = bits & np.uint16(0x7FFF)
+    # One ulp away from zero or towards it (no sign or exponent edge cases needed here).
+    step = np.where(up, 1, -1).astype(np.int32)
+    new_mag = np.clip(mag.astype(np.int32) + step, 1, 0x7F7F).astype(np.uint16)
+    new = bits.copy()
+    new[moved] = (bits[moved] & np.uint16(0x8000)) | new_mag[moved]
+    return bits, new
+
+
+def test_auto_weighs_entropy_only_with_a_link_speed():
+    layout = ss.Layout([("w", "bf16", (300_000,))])
+    old, new = _weightlike_bf16(300_000, seed=7)
+    plain = ss.diff(layout, [old], [new], encoder="auto", bucket_bytes=1 << 17)
+    assert "entropy" not in ss.inspect(plain)["encoders"]
+    slow = ss.diff(layout, [old], [new], encoder="auto", bucket_bytes=1 << 17, link_gbps=0.1)
+    assert "entropy" in ss.inspect(slow)["encoders"]
+    assert len(bytes(slow)) < len(bytes(plain))
+    # Receivers that decode on a CPU walk the base ~300x slower: at 0.1 Gb/s rice's bytes arrive first.
+    cpu = ss.diff(layout, [old], [new], encoder="auto", bucket_bytes=1 << 17, link_gbps=0.1, receivers="cpu")
+    assert bytes(cpu) == bytes(plain)
+    for patch in (plain, slow):
+        work = [old.copy()]
+        ss.apply(layout, patch, work)
+        assert np.array_equal(work[0], new)
+    with pytest.raises(ss.InvalidArgument):
+        ss.diff(layout, [old], [new], link_gbps=-1.0)
+    with pytest.raises(ss.InvalidArgument):
+        ss.diff(layout, [old], [new], link_gbps=1.0, receivers="tpu")

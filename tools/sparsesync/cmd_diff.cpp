@@ -52,6 +52,7 @@ int run_diff(const diff_args& a) {
   patch_options opt;
   opt.encode.mode = *mode;
   opt.encode.log2_chunk = a.chunk_log2;
+  opt.encode.link = to_link_cost(a.link);
   opt.base_version = a.base_version;
   opt.target_version = a.target_version;
   opt.include_layout = true;

@@ -238,7 +238,7 @@ class checkpoint_server {
     const bool new_layout = !tx || layout_hash != newest_.layout_hash;
     if (new_layout) {
       sync::sender_options so;
-      so.encode = {mode_, args_.chunk_log2};
+      so.encode = {mode_, args_.chunk_log2, link_};
       so.history = args_.history;
       so.ack_timeout = std::chrono::milliseconds(0);  // acknowledgements are awaited below, where a stop can cut in
       tx = std::make_shared<sender_type>(layout, so, fixed_bytes{args_.bucket_bytes});
@@ -428,6 +428,7 @@ class checkpoint_server {
   endpoint at_;
   asio_tcp_options options_;
   value_mode mode_;
+  link_cost link_ = to_link_cost(args_.link);
   checkpoint_dir dir_;
   std::unique_ptr<asio_tcp_listener> listener_;
   std::thread accept_thread_;

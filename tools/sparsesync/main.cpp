@@ -66,7 +66,18 @@ int main(int argc, char** argv) {
     encoder_choices.emplace_back(r.name);
     if (!r.alias.empty()) encoder_choices.emplace_back(r.alias);
   }
-  const std::string encoder_help = sparsesync::encoder_names_list() + ", or auto: the smallest per bucket";
+  const std::string encoder_help = sparsesync::encoder_names_list() +
+                                   ", or auto: the smallest per bucket (entropy among them only with --link-gbps)";
+  auto add_link = [](CLI::App* c, sparsesync::cli::link_args& l) {
+    c->add_option("--link-gbps", l.gbps,
+                  "The link's speed in Gb/s, for auto: entropy takes a bucket where its bytes saved cross the link sooner than "
+                  "the receivers walk the base to decode it (0: not stated; auto then leaves entropy out)")
+        ->capture_default_str()
+        ->check(CLI::NonNegativeNumber);
+    c->add_option("--receivers", l.receivers, "Where the receivers decode, for --link-gbps: gpu or cpu (a CPU walks ~300x slower)")
+        ->capture_default_str()
+        ->check(CLI::IsMember({"gpu", "cpu"}));
+  };
 
   diff_args d;
   auto* diff = app.add_subcommand("diff", "Write a patch that turns BASE into NEW (same tensors, same order)");
@@ -74,6 +85,7 @@ int main(int argc, char** argv) {
   diff->add_option("NEW", d.next, "The version to send (.safetensors)")->required();
   diff->add_option("-o,--output", d.out, "The patch file to write (atomically)")->required();
   diff->add_option("--encoder", d.encoder, encoder_help)->capture_default_str()->check(CLI::IsMember(encoder_choices));
+  add_link(diff, d.link);
   diff->add_option("--values", d.values, "How a changed value travels: absolute (its bits) or ulp (its step from the base value)")
       ->capture_default_str()
       ->check(CLI::IsMember({"absolute", "ulp"}));
@@ -120,6 +132,7 @@ int main(int argc, char** argv) {
   serve->add_option("--watch", sv.watch, "Directory where checkpoints (*.safetensors) are renamed into place")->required();
   add_security(serve, sv.security, false);
   serve->add_option("--encoder", sv.encoder, encoder_help)->capture_default_str()->check(CLI::IsMember(encoder_choices));
+  add_link(serve, sv.link);
   serve->add_option("--values", sv.values, "How a changed value travels: absolute or ulp")->capture_default_str()->check(CLI::IsMember({"absolute", "ulp"}));
   serve->add_option("--bucket-bytes", sv.bucket_bytes, "Bytes of weights per bucket, the unit of pipelining (suffixes: k, M, G, KiB, MiB, GiB)")
       ->capture_default_str()

@@ -81,11 +81,11 @@ template <class S>
 inline constexpr bool check_encoder_selection = detail::encoder_selection_diagnostics<S, true>::value;
 
 // The `auto` choice of the CLI: every built-in encoder, in the order that breaks ties (payloads depend on it).
-// Not entropy yet: its GPU twin decodes and applies ~3x slower than rice's (31.0 vs 9.6 ms for 7e9 BF16 elements on
-// an H100, session 17, bench/results/gpu-h100-entropy.md), so `auto` would trade a GPU worker's apply time for ~1.4x
-// fewer bytes without asking; and since it reads the base, best_of would fully encode every bucket with it. Take it by
-// name (`--encoder entropy`, best_of<..., entropy>) where bytes matter most (slow links).
-using auto_encoder = best_of<rice, delta_varint, bitmap, raw_index32>;
+// entropy takes a bucket only where encode_options::link states the link's speed and its bytes saved cross that
+// link sooner than receivers walk the base to decode it (format/link_cost.hpp: on a GPU receiver its verified
+// apply costs ~3x rice's, 30.7 vs 9.7 ms for 7e9 BF16 elements on an H100, for ~1.4x fewer bytes). With no link
+// stated, `auto` neither encodes with it nor picks it: the payloads and encode cost of the four others alone.
+using auto_encoder = best_of<rice, delta_varint, bitmap, raw_index32, entropy>;
 
 // Calls f(E{}) for the built-in encoder with wire id `id`; returns false for an unknown id.
 template <class F>

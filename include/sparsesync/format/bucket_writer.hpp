@@ -4,6 +4,7 @@
 #include <sparsesync/codec/registry.hpp>
 #include <sparsesync/format/base_checksum.hpp>
 #include <sparsesync/format/diff_scan.hpp>
+#include <sparsesync/format/link_cost.hpp>
 #include <sparsesync/format/model_access.hpp>
 #include <sparsesync/format/wire.hpp>
 
@@ -20,6 +21,7 @@ SPARSESYNC_NS_BEGIN
 struct encode_options {
   value_mode mode = value_mode::absolute;
   unsigned log2_chunk = default_log2_chunk;
+  link_cost link{};  // what best_of (auto) weighs an encoder that reads the base against (link_cost.hpp)
 };
 
 // Changes of one bucket, per chunk, before any encoder has seen them.
@@ -105,11 +107,21 @@ chunk_changes<W> chunk_of(const bucket_changes<W>& ch, std::size_t c, const enco
   return in;
 }
 
-// Whether serializing with selection Sel reads the base (then the base may only change after it).
-template <class Sel>
-struct reads_base : std::bool_constant<Sel::needs_base> {};
+// Whether best_of<Es...> takes a member that reads the base into account: only where the link is stated
+// (link_cost.hpp), unless every member reads it.
 template <class... Es>
-struct reads_base<best_of<Es...>> : std::bool_constant<(Es::needs_base || ...)> {};
+bool best_of_weighs_base_readers(const encode_options& opt) {
+  return opt.link.stated() || (Es::needs_base && ...);
+}
+// Whether serializing with selection Sel reads the base with these options (then the base may only change after it).
+template <class Sel>
+struct selection_base_use {
+  static bool with(const encode_options&) { return Sel::needs_base; }
+};
+template <class... Es>
+struct selection_base_use<best_of<Es...>> {
+  static bool with(const encode_options& opt) { return (Es::needs_base || ...) && best_of_weighs_base_readers<Es...>(opt); }
+};
 
 // Encoders that can tell their chunk data's length without encoding, and need no base to do so.
 template <class E, class W>
@@ -236,44 +248,57 @@ struct bucket_serializer<E> {
 
 template <class... Es>
 struct bucket_serializer<best_of<Es...>> {
+  // The members first compared by their chunk data's lengths, without encoding (those that read no base), then
+  // the others, each encoded in full; ties go to the first in that order.
   template <element_word W>
   static std::pair<std::uint64_t, std::uint64_t> run(const model_layout& layout, const bucket_plan& plan, std::uint32_t index,
                                                      const bucket_changes<W>& ch, std::span<const const_tensor_view> base,
                                                      const encode_options& opt, std::vector<unsigned char>& out) {
     if (ch.base_pending) throw error(errc::invalid_argument, "best_of: the bucket's base checksum must be computed first");
-    if constexpr ((sizes_without_encoding<Es, W> && ...)) {
+    const std::size_t start = out.size();
+    bool have = false;
+    double best_score = 0;
+    using sized = decltype(std::tuple_cat(std::conditional_t<sizes_without_encoding<Es, W>, std::tuple<Es>, std::tuple<>>{}...));
+    if constexpr (std::tuple_size_v<sized> > 0) {
       // Frames differ only in their chunk data: sum each encoder's data lengths, then encode once.
-      std::tuple<candidate_sizes<Es, W>...> sizes;
-      for (std::size_t c = 0; c + 1 < ch.chunk_first.size(); ++c) {
-        const auto in = chunk_of(ch, c, opt);
-        std::apply([&](auto&... e) { (e.add(in), ...); }, sizes);
-      }
-      const auto totals = std::apply([](const auto&... e) { return std::array<std::uint64_t, sizeof...(Es)>{e.total...}; }, sizes);
-      const std::size_t best = static_cast<std::size_t>(std::min_element(totals.begin(), totals.end()) - totals.begin());
-      [&]<std::size_t... I>(std::index_sequence<I...>) {
-        auto encode_with = [&]<std::size_t J>() {
-          using E = std::tuple_element_t<J, std::tuple<Es...>>;
-          serialize_bucket_with<E, W>(layout, plan, index, ch, base, opt, out,
-                                      [&](std::size_t c, const chunk_changes<W>& in, std::vector<unsigned char>& o) {
-                                        std::get<J>(sizes).encode(c, in, o);
-                                      });
-        };
-        ((I == best ? encode_with.template operator()<I>() : void()), ...);
-      }(std::index_sequence_for<Es...>{});
-    } else {
-      std::vector<unsigned char> best, trial;
-      bool have = false;
-      auto try_one = [&]<class E>() {
+      [&]<class... Ss>(std::tuple<Ss...>*) {
+        std::tuple<candidate_sizes<Ss, W>...> sizes;
+        for (std::size_t c = 0; c + 1 < ch.chunk_first.size(); ++c) {
+          const auto in = chunk_of(ch, c, opt);
+          std::apply([&](auto&... e) { (e.add(in), ...); }, sizes);
+        }
+        const auto totals = std::apply([](const auto&... e) { return std::array<std::uint64_t, sizeof...(Ss)>{e.total...}; }, sizes);
+        const std::size_t best = static_cast<std::size_t>(std::min_element(totals.begin(), totals.end()) - totals.begin());
+        [&]<std::size_t... I>(std::index_sequence<I...>) {
+          auto encode_with = [&]<std::size_t J>() {
+            using E = std::tuple_element_t<J, std::tuple<Ss...>>;
+            serialize_bucket_with<E, W>(layout, plan, index, ch, base, opt, out,
+                                        [&](std::size_t c, const chunk_changes<W>& in, std::vector<unsigned char>& o) {
+                                          std::get<J>(sizes).encode(c, in, o);
+                                        });
+          };
+          ((I == best ? encode_with.template operator()<I>() : void()), ...);
+        }(std::index_sequence_for<Ss...>{});
+      }(static_cast<sized*>(nullptr));
+      have = true;
+      best_score = static_cast<double>(out.size() - start);
+    }
+    std::vector<unsigned char> trial;
+    auto try_one = [&]<class E>() {
+      if constexpr (!sizes_without_encoding<E, W>) {
+        if (E::needs_base && !best_of_weighs_base_readers<Es...>(opt)) return;
         trial.clear();
         serialize_bucket<E, W>(layout, plan, index, ch, base, opt, trial);
-        if (!have || trial.size() < best.size()) {
-          best.swap(trial);
+        const double score = static_cast<double>(trial.size()) + (E::needs_base ? opt.link.walk_as_bytes(ch.numel) : 0.0);
+        if (!have || score < best_score) {
+          out.resize(start);
+          out.insert(out.end(), trial.begin(), trial.end());
+          best_score = score;
           have = true;
         }
-      };
-      (try_one.template operator()<Es>(), ...);
-      out.insert(out.end(), best.begin(), best.end());
-    }
+      }
+    };
+    (try_one.template operator()<Es>(), ...);
     return {ch.base_checksum, ch.target_checksum};
   }
 };
@@ -322,7 +347,7 @@ std::pair<std::uint64_t, std::uint64_t> encode_bucket(const model_layout& layout
                                                       std::span<const tensor_view> advance_base = {}) {
   static_assert(detail::check_encoder_selection_form<Sel>);
   // Written while the changes are collected (each element is in cache then), unless the encoder reads the base.
-  constexpr bool store_after = detail::reads_base<Sel>::value;
+  const bool store_after = detail::selection_base_use<Sel>::with(opt);
   // One encoder that reads the base hashes it as it reads it (its bucket's checksum is then found while
   // serializing; best_of's candidates would each read it).
   constexpr bool hash_in_encode = [] {

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <sparsesync/bucketing/fixed_bytes.hpp>
+#include <sparsesync/cli/link_args.hpp>
 #include <sparsesync/format/wire.hpp>
 
 #include <cstdint>
@@ -12,6 +13,7 @@ namespace sparsesync::cli {
 struct diff_args {
   std::string base, next, out;
   std::string encoder = "auto";
+  link_args link;
   std::string values = "ulp";
   std::uint64_t bucket_bytes = fixed_bytes::default_bytes;
   unsigned chunk_log2 = default_log2_chunk;

@@ -9,6 +9,8 @@
 // the old one ends its sessions in order and pullers reconnect to the new layout.
 #pragma once
 
+#include <sparsesync/cli/link_args.hpp>
+
 #include "net_args.hpp"
 
 #include <sparsesync/format/wire.hpp>
@@ -23,6 +25,7 @@ struct serve_args {
   std::string listen, watch, port_file;
   net_security_args security;
   std::string encoder = "auto";
+  link_args link;
   std::string values = "ulp";
   std::uint64_t bucket_bytes = 16ull << 20;  // small buckets pipeline better; each costs ~100 bytes
   unsigned chunk_log2 = default_log2_chunk;

@@ -14,7 +14,7 @@ template <class F>
 void visit_selection(const std::string& name, F&& f) {
   if (name == "auto") return f.template operator()<auto_encoder>();
   const auto id = parse_encoder_name(name);
-  if (!id) throw failure(exit_usage, "unknown encoder '" + name + "' (raw, bitmap, varint, rice or auto)");
+  if (!id) throw failure(exit_usage, "unknown encoder '" + name + "' (" + encoder_names_list() + " or auto)");
   visit_encoder(*id, [&]<class E>(E) { f.template operator()<E>(); });
 }
 
