@@ -186,12 +186,16 @@ class Publisher:
     host memory), ``"ucx"`` (UCX picks the fabric: InfiniBand, RoCE, shared memory, TCP; key file only) or, for
     GPU tensors, ``"nccl"`` (frames GPU to GPU by NCCL on a communicator per worker, built over the
     authenticated TCP connection, which still carries the protocol). Workers must use the same.
+    ``link_gbps`` (host publishers) states the link's speed for ``auto``, as in :func:`diff`: ``entropy`` then
+    takes a bucket where its bytes saved cross the link sooner than the ``receivers`` (``"gpu"`` or ``"cpu"``)
+    walk the base to decode it; a GPU publisher refuses it (it encodes with one encoder).
     """
 
     def __init__(self, layout: Any, key_file: Optional[str | os.PathLike[str]] = None, *, tls: Optional[TLS] = None,
                  host: str = "127.0.0.1", port: int = 0,
                  values: str = "ulp", bucket_bytes: Optional[int] = None, ack_timeout: float = 600.0,
-                 device: DeviceSpec = "cpu", snapshot: str = "device", transport: str = "tcp") -> None:
+                 device: DeviceSpec = "cpu", snapshot: str = "device", transport: str = "tcp",
+                 link_gbps: float = 0.0, receivers: str = "gpu") -> None:
         _require_tcp()
         self.layout = layout if isinstance(layout, Layout) else Layout(layout)
         index = _cuda_index(device)
@@ -203,7 +207,7 @@ class Publisher:
             bucket_bytes = bucket_bytes or _core.device_bucket_bytes
         key, tls_files = _auth(key_file, tls)
         self._native = native(self.layout._native, host, port, key, tls_files, values, bucket_bytes, ack_timeout, index,
-                              snapshot)
+                              snapshot, link_gbps, receivers)
         self._reuse = ImportReuse()
 
     @property

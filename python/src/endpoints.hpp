@@ -5,6 +5,7 @@
 // becomes the link (accept, connect), and how the engine's work is ordered against the caller's CUDA stream.
 #pragma once
 
+#include "diff_options.hpp"
 #include "views.hpp"
 
 #include <sparsesync/sync/receiver.hpp>
@@ -79,10 +80,13 @@ class publisher {
   using sender_type = typename Place::sender_type;
 
   publisher(const model_layout& layout, const std::string& host, std::uint16_t port, const auth_options& auth, const std::string& values,
-            std::uint64_t bucket_bytes, double ack_timeout, const place_options& where)
+            std::uint64_t bucket_bytes, double ack_timeout, const link_cost& link, const place_options& where)
       : layout_(layout), place_(where, /*trainer=*/true), listener_(Place::wire::listen(host, port, auth)) {
     if (bucket_bytes == 0) throw error(errc::invalid_argument, "bucket_bytes must be positive");
-    place_.emplace_sender(tx_, layout_, options(values, ack_timeout), fixed_bytes{bucket_bytes});
+    if (Place::where != placement::host && link.stated())
+      throw error(errc::invalid_argument,
+                  "link_gbps: a GPU publisher encodes on the GPU with one encoder; the link weighs entropy in the host encoder's auto (device='cpu')");
+    place_.emplace_sender(tx_, layout_, options(values, ack_timeout, link), fixed_bytes{bucket_bytes});
   }
 
   std::uint16_t port() const { return listener_.port(); }
@@ -154,8 +158,9 @@ class publisher {
   }
 
  private:
-  static sync::sender_options options(const std::string& values, double ack_timeout) {
+  static sync::sender_options options(const std::string& values, double ack_timeout, const link_cost& link) {
     sync::sender_options o;
+    o.encode.link = link;
     const auto mode = parse_value_mode(values);
     if (!mode) throw error(errc::invalid_argument, "values must be 'ulp' or 'absolute', not '" + values + "'");
     o.encode.mode = *mode;
@@ -232,12 +237,12 @@ void bind_endpoints(nb::module_& m, const char* publisher_name, const char* subs
       .def("__init__",
            [where](pub* self, const model_layout& layout, const std::string& host, std::uint16_t port, const std::optional<std::string>& key_file,
                    const std::optional<tls_files>& tls, const std::string& values, std::uint64_t bucket_bytes, double ack_timeout, int device,
-                   const std::string& snapshot) {
+                   const std::string& snapshot, double link_gbps, const std::string& receivers) {
              new (self) pub(layout, host, port, auth_options{key_file, tls, std::nullopt}, values, bucket_bytes, ack_timeout,
-                            where(device, snapshot, "atomic"));
+                            link_options(link_gbps, receivers), where(device, snapshot, "atomic"));
            },
            nb::arg("layout"), nb::arg("host"), nb::arg("port"), nb::arg("key_file").none(), nb::arg("tls").none(), nb::arg("values"),
-           nb::arg("bucket_bytes"), nb::arg("ack_timeout"), nb::arg("device"), nb::arg("snapshot"))
+           nb::arg("bucket_bytes"), nb::arg("ack_timeout"), nb::arg("device"), nb::arg("snapshot"), nb::arg("link_gbps"), nb::arg("receivers"))
       .def_prop_ro("port", &pub::port)
       .def_prop_ro("device", &pub::device)
       .def("accept", &pub::accept, nb::arg("timeout").none())

@@ -15,26 +15,11 @@ namespace {
 
 using auto_without_entropy = best_of<rice, delta_varint, bitmap, raw_index32>;
 
-// BF16 weights (normal, std 0.02) whose changes favour small magnitudes, mostly +-1 ULP: where entropy's classes
-// pay, as on real RL streams.
+// Weight-like BF16 and an optimizer-like step (test_models.hpp): where entropy's classes pay, as on real RL streams.
 void fill_weightlike(host_model& base, host_model& target, double density, std::uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> normal(0.0f, 0.02f);
-  for (std::size_t t = 0; t < base.layout.size(); ++t) {
-    REQUIRE(base.layout[t].dtype == dtype::bf16);
-    for (std::uint64_t i = 0; i < base.layout[t].numel(); ++i) {
-      const float x = normal(rng);
-      std::uint32_t u = 0;
-      std::memcpy(&u, &x, 4);
-      const auto b = static_cast<std::uint16_t>(u >> 16);
-      base.set(t, i, b);
-      target.set(t, i, b);
-      const double p = std::min(0.9, density * 0.004 / (std::fabs(x) + 1e-6));
-      if (std::uniform_real_distribution<double>(0, 1)(rng) >= p) continue;
-      const int step = rng() % 10 == 0 ? 2 : 1;
-      target.set(t, i, apply_ulp_delta<std::uint16_t>(b, static_cast<std::uint16_t>((rng() & 1) ? step : -step)));
-    }
-  }
+  fill_normal_bf16(base, seed);
+  target = base;
+  step_weightlike(target, density, seed + 1);
 }
 
 std::vector<unsigned char> encode_with(const host_model& base, const host_model& target, auto_encoder, link_cost link, std::uint64_t bucket_bytes) {

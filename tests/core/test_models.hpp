@@ -3,6 +3,8 @@
 
 #include <sparsesync/sparsesync.hpp>
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -62,6 +64,36 @@ inline void perturb_ulp(host_model& m, double density, std::uint64_t seed) {
       m.set(t, i, v);
     }
   }
+}
+
+// BF16 weights: normal, std 0.02 (every tensor must be bf16).
+inline void fill_normal_bf16(host_model& m, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 0.02f);
+  for (std::size_t t = 0; t < m.layout.size(); ++t)
+    for (std::uint64_t i = 0; i < m.layout[t].numel(); ++i) {
+      const float x = normal(rng);
+      std::uint32_t u = 0;
+      std::memcpy(&u, &x, 4);
+      m.set(t, i, u >> 16);
+    }
+}
+
+// An optimizer step on BF16 weights as real RL streams show it: small magnitudes move more often (their ULPs are
+// smaller), mostly by +-1 ULP; about `density` of a std-0.02 model's elements change. Where entropy's classes pay.
+inline void step_weightlike(host_model& m, double density, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  for (std::size_t t = 0; t < m.layout.size(); ++t)
+    for (std::uint64_t i = 0; i < m.layout[t].numel(); ++i) {
+      const auto b = static_cast<std::uint16_t>(m.get(t, i));
+      const std::uint32_t u = std::uint32_t{b} << 16;
+      float x = 0;
+      std::memcpy(&x, &u, 4);
+      const double p = std::min(0.9, density * 0.004 / (std::fabs(x) + 1e-6));
+      if (std::uniform_real_distribution<double>(0, 1)(rng) >= p) continue;
+      const int step = rng() % 10 == 0 ? 2 : 1;
+      m.set(t, i, apply_ulp_delta<std::uint16_t>(b, static_cast<std::uint16_t>((rng() & 1) ? step : -step)));
+    }
 }
 
 // Calls f.template operator()<E>() for every built-in encoder, in encoder_table order.

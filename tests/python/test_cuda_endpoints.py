@@ -160,6 +160,14 @@ def test_nccl_needs_gpu_tensors(tmp_path):
 
 
 @needs_gpu
+def test_gpu_publisher_refuses_a_link_speed(tmp_path):
+    # It encodes on the GPU with one encoder: the link weighs entropy only in the host encoder's auto.
+    ss.generate_key_file(tmp_path / "k")
+    with pytest.raises(ss.InvalidArgument, match="GPU publisher"):
+        ss.Publisher([("w", "bf16", (8,))], tmp_path / "k", device="cuda:0", link_gbps=1.0)
+
+
+@needs_gpu
 def test_pinned_host_snapshot_holds_no_gpu_copy(tmp_path):
     published, _, _, _ = _run(tmp_path, "cuda:0", versions=3, snapshot="host_pinned")
     assert published[-1]["snapshot_device_bytes"] == 0 and published[-1]["snapshot_host_bytes"] > 0

@@ -14,12 +14,13 @@ from conftest import MIXED, make_model, step
 pytestmark = pytest.mark.skipif(not _core.has_tcp, reason="built without the TCP transport (Boost.Asio, OpenSSL)")
 
 
-def test_trainer_and_two_workers(tmp_path):
+@pytest.mark.parametrize("link_gbps", [0.0, 0.1])
+def test_trainer_and_two_workers(tmp_path, link_gbps):
     key = tmp_path / "sync.key"
     ss.generate_key_file(key)
     layout = ss.Layout(MIXED)
     here = os.path.dirname(__file__)
-    with ss.Publisher(layout, key, port=0) as pub:
+    with ss.Publisher(layout, key, port=0, link_gbps=link_gbps) as pub:
         workers = [subprocess.Popen([sys.executable, os.path.join(here, "tcp_worker_proc.py"), str(pub.port), str(key)],
                                     cwd=here, stdout=subprocess.PIPE, text=True) for _ in range(2)]
         try:
@@ -47,6 +48,16 @@ def test_trainer_and_two_workers(tmp_path):
         for g, s in zip(got, sent):
             assert g["checksum"] == g["recomputed"] == s["target_checksum"]
         assert [g["changed"] for g in got[1:]] == [s["changed"] for s in sent[1:]]
+
+
+def test_publisher_link_speed_is_checked(tmp_path):
+    key = tmp_path / "sync.key"
+    ss.generate_key_file(key)
+    layout = ss.Layout(MIXED)
+    with pytest.raises(ss.InvalidArgument, match="link_gbps"):
+        ss.Publisher(layout, key, port=0, link_gbps=-1.0)
+    with pytest.raises(ss.InvalidArgument, match="receivers"):
+        ss.Publisher(layout, key, port=0, link_gbps=1.0, receivers="tpu")
 
 
 def _accept_in_thread(pub, timeout=10):

@@ -121,6 +121,56 @@ TEST_CASE("one trainer, four receivers, many versions: all bit-identical, never 
   }
 }
 
+TEST_CASE("a sender told its link's speed sends entropy where it pays (auto); its receivers stay bit-identical") {
+  // Two senders of the same weight-like versions, one over a stated 0.1 Gb/s link to GPU receivers
+  // (format/link_cost.hpp): its patches are smaller, and its receiver, applying entropy buckets onto the weights
+  // the engine keeps (the base they need), ends where the trainer is.
+  const model_layout layout({{"w", dtype::bf16, {300000}}, {"b", dtype::bf16, {40000}}});
+  host_model trainer(layout);
+  fill_normal_bf16(trainer, 7);
+  sync::sender_options slow;
+  slow.encode.link = link_cost::gigabits(0.1);
+  sync_sender tx_link(layout, slow, fixed_bytes{1 << 18}), tx_plain(layout, {}, fixed_bytes{1 << 18});
+  std::set<std::uint64_t> valid;
+  std::mutex valid_mutex;
+  auto [a, b] = make_inproc_pair();
+  tx_link.add_receiver(std::move(b));
+  worker linked(layout, std::move(a));
+  auto [c, d] = make_inproc_pair();
+  tx_plain.add_receiver(std::move(d));
+  worker plain(layout, std::move(c));
+  linked.start(&valid, &valid_mutex);
+  plain.start(&valid, &valid_mutex);
+  REQUIRE(tx_link.wait_for_receivers(1, std::chrono::seconds(20)));
+  REQUIRE(tx_plain.wait_for_receivers(1, std::chrono::seconds(20)));
+  for (std::uint64_t v = 1; v <= 4; ++v) {
+    if (v > 1) step_weightlike(trainer, 0.01, 40 + v);
+    {
+      std::lock_guard g(valid_mutex);
+      valid.insert(checksum_of(trainer));
+    }
+    const auto views = trainer.views();
+    const auto r_link = tx_link.publish(v, views);
+    const auto r_plain = tx_plain.publish(v, views);
+    CHECK(r_link.acknowledged == 1);
+    CHECK(r_plain.acknowledged == 1);
+    CHECK(r_link.target_checksum == r_plain.target_checksum);
+    if (v > 1) {
+      CHECK(r_link.changed == r_plain.changed);
+      CHECK(r_link.payload_bytes < r_plain.payload_bytes);
+    }
+    std::shared_lock lock(linked.rx->weights_mutex());
+    REQUIRE(linked.weights == trainer);
+  }
+  tx_link.close();
+  tx_plain.close();
+  linked.join();
+  plain.join();
+  CHECK(linked.applied == 4);
+  CHECK(linked.torn == 0);
+  CHECK(plain.weights == trainer);
+}
+
 TEST_CASE("a late receiver gets a full transfer, one a few versions behind replays kept patches") {
   const auto layout = small_layout();
   host_model trainer(layout);
