@@ -189,13 +189,16 @@ class Publisher:
     ``link_gbps`` (host publishers) states the link's speed for ``auto``, as in :func:`diff`: ``entropy`` then
     takes a bucket where its bytes saved cross the link sooner than the ``receivers`` (``"gpu"`` or ``"cpu"``)
     walk the base to decode it; a GPU publisher refuses it (it encodes with one encoder).
+    ``encoder`` (GPU publishers): ``"auto"`` (the choice above) or any of :data:`ENCODERS`, e.g. ``"entropy"``,
+    the fewest bytes where the link is slow (its decode walks the worker's weights: ~3x rice's GPU apply time);
+    a host publisher takes only ``"auto"``. ``publish()`` reports the encoder used as ``"encoder"``.
     """
 
     def __init__(self, layout: Any, key_file: Optional[str | os.PathLike[str]] = None, *, tls: Optional[TLS] = None,
                  host: str = "127.0.0.1", port: int = 0,
                  values: str = "ulp", bucket_bytes: Optional[int] = None, ack_timeout: float = 600.0,
                  device: DeviceSpec = "cpu", snapshot: str = "device", transport: str = "tcp",
-                 link_gbps: float = 0.0, receivers: str = "gpu") -> None:
+                 link_gbps: float = 0.0, receivers: str = "gpu", encoder: str = "auto") -> None:
         _require_tcp()
         self.layout = layout if isinstance(layout, Layout) else Layout(layout)
         index = _cuda_index(device)
@@ -207,7 +210,7 @@ class Publisher:
             bucket_bytes = bucket_bytes or _core.device_bucket_bytes
         key, tls_files = _auth(key_file, tls)
         self._native = native(self.layout._native, host, port, key, tls_files, values, bucket_bytes, ack_timeout, index,
-                              snapshot, link_gbps, receivers)
+                              snapshot, link_gbps, receivers, encoder)
         self._reuse = ImportReuse()
 
     @property
@@ -240,8 +243,9 @@ class Publisher:
         publish or :meth:`close`.
 
         Returns ``version``, ``numel``, ``changed``, ``payload_bytes``, ``bits_per_changed``, ``target_checksum``,
-        ``encode_ms``, ``snapshot_ms``, ``ms``, ``acknowledged``, ``lagging`` and ``receivers`` (one status dict
-        per worker); on a GPU also ``snapshot_device_bytes``, ``snapshot_host_bytes`` and ``scratch_device_bytes``.
+        ``encode_ms``, ``snapshot_ms``, ``ms``, ``acknowledged``, ``lagging``, ``receivers`` (one status dict
+        per worker) and ``encoder``; on a GPU also ``snapshot_device_bytes``, ``snapshot_host_bytes`` and
+        ``scratch_device_bytes``.
         """
         objects = self.layout._in_order(tensors)
         handle = _stream_handle(stream, objects) if self._native.device >= 0 else 0

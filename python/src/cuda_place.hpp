@@ -75,13 +75,21 @@ class cuda_place {
   link_type accept(typename wire::listener& l, ms timeout) { return Frames::accept(l, timeout, device_); }
   link_type connect(typename wire::transport t) { return Frames::connect(std::move(t), device_); }
 
-  void emplace_sender(std::optional<sender_type>& tx, const model_layout& layout, const sync::sender_options& o, fixed_bytes policy) {
+  // `name`: "auto" (the link's encoder, Frames::encoder) or any encoder with a device twin, chosen at run time.
+  void emplace_sender(std::optional<sender_type>& tx, const model_layout& layout, const sync::sender_options& o, fixed_bytes policy,
+                      const std::string& name) {
+    encoder_id id = encoder::id;
+    if (name != "auto") {
+      const auto e = parse_encoder_name(name);
+      if (!e) throw error(errc::invalid_argument, "unknown encoder '" + name + "' (" + encoder_names_list() + " or auto)");
+      id = *e;
+    }
     device_guard on(device_);
     cuda::device_source_options so;
     so.stream = stream_;
     so.snapshot = snapshot_;
     so.frames_on_device = Frames::frames_on_device;
-    tx.emplace(layout, o, policy, sync::device_source<encoder>(cuda::compiled_device_encoder_backend(so)));
+    tx.emplace(layout, o, policy, sync::device_source<encoder>(cuda::compiled_device_encoder_backend(so), id));
   }
 
   void emplace_receiver(std::optional<receiver_type>& rx, const model_layout& layout, std::span<const tensor_view> weights, link_type t,
@@ -97,6 +105,7 @@ class cuda_place {
   void order_before(std::uintptr_t caller) { link(stream_, reinterpret_cast<cudaStream_t>(caller)); }
 
   void report_memory(const sender_type& tx, nb::dict& d) const {
+    d["encoder"] = std::string(encoder_name(tx.source().encoder()));
     const auto m = tx.source().memory();
     d["snapshot_device_bytes"] = m.snapshot_device;
     d["snapshot_host_bytes"] = m.snapshot_host;

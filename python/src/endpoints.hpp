@@ -72,6 +72,7 @@ struct place_options {
   int device = -1;                   // CUDA device (-1: the current one)
   std::string snapshot = "device";   // the trainer's snapshot: "device" or "host_pinned"
   std::string commit = "atomic";     // the worker's commit: "atomic" or "streamed"
+  std::string encoder = "auto";      // the publisher's encoder: "auto" (the place's choice) or an encoder_table name
 };
 
 template <class Place>
@@ -86,7 +87,7 @@ class publisher {
     if (Place::where != placement::host && link.stated())
       throw error(errc::invalid_argument,
                   "link_gbps: a GPU publisher encodes on the GPU with one encoder; the link weighs entropy in the host encoder's auto (device='cpu')");
-    place_.emplace_sender(tx_, layout_, options(values, ack_timeout, link), fixed_bytes{bucket_bytes});
+    place_.emplace_sender(tx_, layout_, options(values, ack_timeout, link), fixed_bytes{bucket_bytes}, where.encoder);
   }
 
   std::uint16_t port() const { return listener_.port(); }
@@ -232,17 +233,20 @@ template <class Place>
 void bind_endpoints(nb::module_& m, const char* publisher_name, const char* subscriber_name) {
   using pub = publisher<Place>;
   using sub = subscriber<Place>;
-  const auto where = [](int device, const std::string& snapshot, const std::string& commit) { return place_options{device, snapshot, commit}; };
+  const auto where = [](int device, const std::string& snapshot, const std::string& commit, const std::string& encoder = "auto") {
+    return place_options{device, snapshot, commit, encoder};
+  };
   nb::class_<pub>(m, publisher_name)
       .def("__init__",
            [where](pub* self, const model_layout& layout, const std::string& host, std::uint16_t port, const std::optional<std::string>& key_file,
                    const std::optional<tls_files>& tls, const std::string& values, std::uint64_t bucket_bytes, double ack_timeout, int device,
-                   const std::string& snapshot, double link_gbps, const std::string& receivers) {
+                   const std::string& snapshot, double link_gbps, const std::string& receivers, const std::string& encoder) {
              new (self) pub(layout, host, port, auth_options{key_file, tls, std::nullopt}, values, bucket_bytes, ack_timeout,
-                            link_options(link_gbps, receivers), where(device, snapshot, "atomic"));
+                            link_options(link_gbps, receivers), where(device, snapshot, "atomic", encoder));
            },
            nb::arg("layout"), nb::arg("host"), nb::arg("port"), nb::arg("key_file").none(), nb::arg("tls").none(), nb::arg("values"),
-           nb::arg("bucket_bytes"), nb::arg("ack_timeout"), nb::arg("device"), nb::arg("snapshot"), nb::arg("link_gbps"), nb::arg("receivers"))
+           nb::arg("bucket_bytes"), nb::arg("ack_timeout"), nb::arg("device"), nb::arg("snapshot"), nb::arg("link_gbps"), nb::arg("receivers"),
+           nb::arg("encoder"))
       .def_prop_ro("port", &pub::port)
       .def_prop_ro("device", &pub::device)
       .def("accept", &pub::accept, nb::arg("timeout").none())

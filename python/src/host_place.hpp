@@ -23,7 +23,13 @@ class host_place {
   }
   int device() const { return -1; }
 
-  void emplace_sender(std::optional<sender_type>& tx, const model_layout& layout, const sync::sender_options& o, fixed_bytes policy) {
+  // A host publisher encodes with auto (per bucket the smallest; entropy among them where link_gbps is stated).
+  void emplace_sender(std::optional<sender_type>& tx, const model_layout& layout, const sync::sender_options& o, fixed_bytes policy,
+                      const std::string& encoder) {
+    if (encoder != "auto")
+      throw error(errc::invalid_argument, "encoder='" + encoder +
+                                              "': a host publisher encodes with auto (each bucket's smallest; link_gbps weighs entropy in); "
+                                              "encoder= names a GPU publisher's encoder");
     tx.emplace(layout, o, policy);
   }
   void emplace_receiver(std::optional<receiver_type>& rx, const model_layout& layout, std::span<const tensor_view> weights, link_type t,
@@ -34,7 +40,7 @@ class host_place {
   link_type connect(link_type t) { return t; }
   void order_after(std::uintptr_t) {}
   void order_before(std::uintptr_t) {}
-  void report_memory(const sender_type&, nb::dict&) {}
+  void report_memory(const sender_type&, nb::dict& d) { d["encoder"] = "auto"; }
 };
 
 }  // namespace sparsesync::python

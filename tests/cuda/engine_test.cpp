@@ -101,8 +101,9 @@ struct gpu_trainer {
   std::vector<std::uint16_t> weights = sparsesync_test::random_weights(layout.numel());
   sync::sender_options opt = ulp_options();
   device_sender tx;
-  explicit gpu_trainer(sync::snapshot_place place = sync::snapshot_place::device, bool decorated = false)
-      : tx(layout, opt, fixed_bytes{1u << 20}, sync::device_source<rice>(backend(source_options(stream.s, place), decorated))) {
+  // `enc`: the encoder, chosen at run time (device_source's second constructor); rice is also the type's.
+  explicit gpu_trainer(sync::snapshot_place place = sync::snapshot_place::device, bool decorated = false, encoder_id enc = encoder_id::rice)
+      : tx(layout, opt, fixed_bytes{1u << 20}, sync::device_source<rice>(backend(source_options(stream.s, place), decorated), enc)) {
     model.upload(weights);
   }
   static std::unique_ptr<sync::device_encoder_backend> backend(const sc::device_source_options& o, bool decorated) {
@@ -123,10 +124,13 @@ struct gpu_trainer {
   }
 };
 
+template <class E = rice>
 void run_fan_out(sync::snapshot_place place, bool decorated = false) {
-  gpu_trainer t(place, decorated);
+  gpu_trainer t(place, decorated, E::id);
   [[maybe_unused]] auto& [layout, stream, trainer, weights, opt, tx] = t;
-  host_sender host_tx(layout, opt, fixed_bytes{1u << 20});  // the host engine on the same weights: the reference sizes and checksums
+  REQUIRE(tx.source().encoder() == E::id);
+  // The host engine with E on the same weights: the reference sizes and checksums.
+  sync::sender<E, fixed_bytes, inproc_transport> host_tx(layout, opt, fixed_bytes{1u << 20});
   auto [href_a, href_b] = make_inproc_pair();
   host_tx.add_receiver(std::move(href_a));
   std::vector<std::uint16_t> host_ref(layout.numel());
@@ -212,6 +216,10 @@ TEST_CASE("GPU trainer, GPU and host workers: every version bit-identical, ackno
 
 TEST_CASE("the snapshot in pinned host memory: the same versions, no GPU copy of the model") {
   run_fan_out(sync::snapshot_place::host_pinned);
+}
+
+TEST_CASE("the encoder chosen at run time (entropy, as the Python Publisher's encoder= does): the host engine's bytes, every worker bit-identical") {
+  run_fan_out<entropy>(sync::snapshot_place::device);
 }
 
 TEST_CASE("a decorated backend that does not forward version_written: the deferred advance still done within publish()") {

@@ -68,7 +68,7 @@ def _bits(t):
     return t.view(torch.int16 if t.element_size() == 2 else torch.int32)
 
 
-def _run(tmp_path, worker_device, versions=5, commit="atomic", snapshot="device", link="tcp"):
+def _run(tmp_path, worker_device, versions=5, commit="atomic", snapshot="device", link="tcp", encoder="auto"):
     key = tmp_path / "sync.key"
     if not key.exists():
         ss.generate_key_file(key)
@@ -77,7 +77,7 @@ def _run(tmp_path, worker_device, versions=5, commit="atomic", snapshot="device"
     worker = [torch.zeros_like(t, device=worker_device) for t in trainer]
     pointers = [t.data_ptr() for t in worker]
     reports, failures = [], []
-    with ss.Publisher(layout, key, device="cuda:0", snapshot=snapshot, transport=link) as pub:
+    with ss.Publisher(layout, key, device="cuda:0", snapshot=snapshot, transport=link, encoder=encoder) as pub:
 
         def work():
             try:
@@ -157,6 +157,21 @@ def test_nccl_needs_gpu_tensors(tmp_path):
         ss.Publisher([("w", "bf16", (8,))], tmp_path / "k", transport="nccl")
     with pytest.raises(ss.InvalidArgument, match="transport"):
         ss.Publisher([("w", "bf16", (8,))], tmp_path / "k", transport="udp")
+
+
+@needs_gpu
+@pytest.mark.parametrize("encoder", ["entropy", "delta_varint", "bitmap"])
+def test_gpu_publisher_takes_any_encoder_with_a_device_twin(tmp_path, encoder):
+    published, reports, _, _ = _run(tmp_path, "cuda:1" if gpu_count > 1 else "cuda:0", versions=3, encoder=encoder)
+    assert all(p["encoder"] == encoder for p in published)
+    assert reports[0]["full"] and not any(r["full"] for r in reports[1:])
+
+
+@needs_gpu
+def test_gpu_publisher_encoder_names_are_checked(tmp_path):
+    ss.generate_key_file(tmp_path / "k")
+    with pytest.raises(ss.InvalidArgument, match="unknown encoder"):
+        ss.Publisher([("w", "bf16", (8,))], tmp_path / "k", device="cuda:0", encoder="zstd")
 
 
 @needs_gpu

@@ -34,6 +34,7 @@ def test_trainer_and_two_workers(tmp_path, link_gbps):
                     model = step(model, density=0.01, seed=version)
                 report = pub.publish(version, model)
                 assert report["acknowledged"] == 2 and report["version"] == version
+                assert report["encoder"] == "auto"
                 assert report["target_checksum"] == ss.checksum(layout, model)
                 sent.append(report)
             assert [r["connected"] for r in pub.receivers()] == [True, True]
@@ -58,6 +59,9 @@ def test_publisher_link_speed_is_checked(tmp_path):
         ss.Publisher(layout, key, port=0, link_gbps=-1.0)
     with pytest.raises(ss.InvalidArgument, match="receivers"):
         ss.Publisher(layout, key, port=0, link_gbps=1.0, receivers="tpu")
+    # A host publisher encodes with auto; encoder= names a GPU publisher's encoder.
+    with pytest.raises(ss.InvalidArgument, match="host publisher"):
+        ss.Publisher(layout, key, port=0, encoder="rice")
 
 
 def _accept_in_thread(pub, timeout=10):

@@ -3,6 +3,7 @@
 #include "tampering_link.hpp"
 
 #include <doctest/doctest.h>
+#include <sparsesync/sync/device_weights.hpp>
 #include <sparsesync/sync/receiver.hpp>
 #include <sparsesync/sync/relay.hpp>
 #include <sparsesync/sync/sender.hpp>
@@ -620,4 +621,11 @@ TEST_CASE("an encode that fails after part of its version was sent ends those se
   }
   tx.close();
   applier2.join();
+}
+
+TEST_CASE("device_source: an encoder chosen at run time must exist; Sel's is the default") {
+  CHECK_THROWS_AS(sync::device_source<rice>(nullptr, static_cast<encoder_id>(9)), error);
+  CHECK_THROWS_AS(sync::device_source<rice>(nullptr, static_cast<encoder_id>(0)), error);
+  CHECK(sync::device_source<rice>(nullptr, encoder_id::entropy).encoder() == encoder_id::entropy);
+  CHECK(sync::device_source<rice>().encoder() == encoder_id::rice);
 }

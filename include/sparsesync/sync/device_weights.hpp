@@ -21,6 +21,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <string>
 
 SPARSESYNC_NS_BEGIN
 namespace sync {
@@ -113,19 +114,32 @@ struct device_encoder_of {
 template <class Sel, class Policy = fixed_bytes>
 class device_source {
   static_assert(check_bucketing_policy<Policy>);
-  static constexpr encoder_id encoder = detail::device_encoder_of<Sel>::value;
-  static_assert(encoder_table_row(encoder).gpu, "sparsesync: device_source: this encoder has no device twin (encoder_table.hpp)");
+  static_assert(encoder_table_row(detail::device_encoder_of<Sel>::value).gpu,
+                "sparsesync: device_source: this encoder has no device twin (encoder_table.hpp)");
   using clock = std::chrono::steady_clock;
 
  public:
   device_source() = default;  // no backend: prepare() throws (a sender needs one)
   explicit device_source(std::unique_ptr<device_encoder_backend> backend) : backend_(std::move(backend)) {}
+  // With the encoder chosen at run time instead of Sel: any encoder_table row with a device twin. For callers that
+  // take it from a name (the Python Publisher's `encoder=`) without one sender type per encoder; the GPU backend
+  // encodes every such encoder either way.
+  device_source(std::unique_ptr<device_encoder_backend> backend, encoder_id run_time_encoder)
+      : backend_(std::move(backend)), encoder_(run_time_encoder) {
+    const auto wire = static_cast<std::uint8_t>(run_time_encoder);
+    if (!is_builtin_encoder(wire)) throw error(errc::invalid_argument, "device_source: unknown encoder id " + std::to_string(wire));
+    if (!encoder_table_row(run_time_encoder).gpu)
+      throw error(errc::unsupported, "device_source: " + std::string(encoder_name(run_time_encoder)) + " has no device twin (encoder_table.hpp)");
+  }
+
+  // The encoder every bucket is encoded with.
+  [[nodiscard]] encoder_id encoder() const { return encoder_; }
 
   void prepare(const model_layout& layout, const encode_options& enc, const Policy& policy) {
     if (!backend_) throw error(errc::invalid_argument, "device_source: no GPU backend (make one with cuda::make_device_source)");
     layout_ = &layout;
     plans_ = policy.plan(layout, enc.log2_chunk);
-    backend_->prepare(layout, plans_, encoder, enc);
+    backend_->prepare(layout, plans_, encoder_, enc);
   }
 
   [[nodiscard]] bool has_version() const { return backend_ && backend_->has_version(); }
@@ -183,6 +197,7 @@ class device_source {
   }
 
   std::unique_ptr<device_encoder_backend> backend_;
+  encoder_id encoder_ = detail::device_encoder_of<Sel>::value;
   const model_layout* layout_ = nullptr;
   std::vector<bucket_plan> plans_;
 };
