@@ -20,7 +20,8 @@ struct link_cost {
   // Per element of a bucket, what a base reader's decode costs a receiver beyond rice's, measured beside rice's in
   // the same runs on BF16 weights at ~1% density:
   // - a GPU receiver, verified apply of 7e9 elements on an H100: entropy 30.7 ms, rice 9.7 ms (session 19,
-  //   bench/results/gpu-h100-entropy.md): 3.0 ps an element;
+  //   bench/results/gpu-h100-entropy.md): 3.0 ps an element; on an H200 with this tree's kernels, 7.6e9 elements
+  //   with the base known: 31.06 ms against 10.59 (session 28, gpu-test-runs/s28/callB): 2.7 ps;
   static constexpr double gpu_receiver = 3.0e-12;
   // - a CPU receiver, one core of an AMD EPYC (Zen 4), apply with the base known, real stream steps 1 and 24:
   //   entropy 1.07 / 1.73 GB/s, rice 2.03 / 8.90 GB/s of model (session 26, bench/results/entropy-cpu.md):
