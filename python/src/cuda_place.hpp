@@ -104,7 +104,8 @@ class cuda_place {
   void order_after(std::uintptr_t caller) { link(reinterpret_cast<cudaStream_t>(caller), stream_); }
   void order_before(std::uintptr_t caller) { link(stream_, reinterpret_cast<cudaStream_t>(caller)); }
 
-  void report_memory(const sender_type& tx, nb::dict& d) const {
+  // What publish() reports of the source: its encoder and the memory it holds.
+  void report_source(const sender_type& tx, nb::dict& d) const {
     d["encoder"] = std::string(encoder_name(tx.source().encoder()));
     const auto m = tx.source().memory();
     d["snapshot_device_bytes"] = m.snapshot_device;

@@ -132,7 +132,7 @@ class publisher {
     d["acknowledged"] = r.acknowledged;
     d["lagging"] = r.lagging;
     d["receivers"] = receivers();
-    place_.report_memory(*tx_, d);
+    place_.report_source(*tx_, d);
     return d;
   }
 

@@ -40,7 +40,7 @@ class host_place {
   link_type connect(link_type t) { return t; }
   void order_after(std::uintptr_t) {}
   void order_before(std::uintptr_t) {}
-  void report_memory(const sender_type&, nb::dict& d) { d["encoder"] = "auto"; }
+  void report_source(const sender_type&, nb::dict& d) { d["encoder"] = "auto"; }
 };
 
 }  // namespace sparsesync::python
