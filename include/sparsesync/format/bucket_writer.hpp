@@ -299,6 +299,7 @@ struct bucket_serializer<best_of<Es...>> {
       }
     };
     (try_one.template operator()<Es>(), ...);
+    if (!have) throw error(errc::invalid_argument, "best_of: no member could encode the bucket");  // (none listed weighs in)
     return {ch.base_checksum, ch.target_checksum};
   }
 };
