@@ -537,13 +537,13 @@ class sender {
       hello h;
       if (auto st = decode(in, h); !st) {
         s.link.send(encode_text(message_type::refuse, 0, st.code(), st.message()));
-        s.link.close();
-        return fail_session(s, "handshake: " + st.message());
+        fail_session(s, "handshake: " + st.message());  // (before the link closes: see the catch below)
+        return s.link.close();
       }
       if (h.layout_hash != layout_hash_) {
         s.link.send(encode_text(message_type::refuse, 0, errc::layout_mismatch, "the sender publishes another model layout"));
-        s.link.close();
-        return fail_session(s, "handshake: layout mismatch");
+        fail_session(s, "handshake: layout mismatch");
+        return s.link.close();
       }
       {
         std::lock_guard lock(state_mutex_);
@@ -631,11 +631,13 @@ class sender {
       }
       s.link.close();
     } catch (const std::exception& e) {
+      // Marked over before its link closes, so that receivers() never reports connected a receiver that has
+      // seen its link close. (The thread's last use of the link follows; add_receiver joins it before freeing.)
+      fail_session(s, e.what());
       // Frames in flight on a device path are cancelled: the session is over, and a transfer its receiver will
       // never take must not hold the GPU (docs/PROTOCOL.md, "Timeouts").
       if constexpr (device_link<Transport>) s.link.abort();
       s.link.close();
-      fail_session(s, e.what());
     }
   }
 
