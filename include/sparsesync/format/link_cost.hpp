@@ -1,7 +1,7 @@
 // What `auto` (best_of) weighs an encoder that reads the base against: the link a patch crosses and the time
 // its receivers spend decoding it.
 //
-// entropy (the one built-in encoder that reads the base) spends ~1.5x fewer bits per change than rice, but its
+// entropy (the one built-in encoder that reads the base) spends ~1.4x fewer bits per change than rice, but its
 // decoder walks the whole base to learn the classes, where rice's touches only the changes. Which wins depends on
 // the link: a bucket's bytes saved cross it in saved / bytes_per_second seconds; the walk costs receivers
 // numel * extra_decode_seconds_per_element. best_of counts that walk as the bytes the link would carry in the
