@@ -153,6 +153,20 @@ TEST_CASE("pull --follow: one JSON line per version, through a change of layout,
   CHECK(lines[1]["payload_bytes"].get<std::uint64_t>() < lines[0]["payload_bytes"].get<std::uint64_t>() / 5);
 }
 
+TEST_CASE("serve --link-gbps: auto weighs entropy in for a slow link; pull rebuilds each version byte for byte") {
+  temp_dir t;
+  const auto key = make_key(t / "key");
+  server s(t.path, key, {"--link-gbps", "0.1"});
+  trainer tr;
+  const auto v1 = tr.drop(s.watch(), "step-1.safetensors");
+  s.wait_published(1);
+  const auto out = t / "out.safetensors";
+  check_one_version(pull(t, s, out, key), out, v1, true);
+  const auto v2 = tr.drop(s.watch(), "step-2.safetensors");
+  s.wait_published(2);
+  check_one_version(pull(t, s, out, key), out, v2, false);
+}
+
 TEST_CASE("pull over mutual TLS plus the pre-shared key: OUT byte for byte, then the next version as a patch") {
   temp_dir t;
   const auto key = make_key(t / "key");
