@@ -25,8 +25,9 @@ inline patch_options diff_options(const std::string& values, std::uint64_t base_
 // receivers decode.
 inline link_cost link_options(double gbps, const std::string& receivers) {
   if (!(gbps >= 0)) throw error(errc::invalid_argument, "link_gbps must be 0 (not stated) or positive");
-  if (receivers != "gpu" && receivers != "cpu") throw error(errc::invalid_argument, "receivers must be 'gpu' or 'cpu', not '" + receivers + "'");
-  return link_cost::gigabits(gbps, receivers == "gpu" ? link_cost::gpu_receiver : link_cost::cpu_receiver);
+  const auto walk = link_cost::receivers_named(receivers);
+  if (!walk) throw error(errc::invalid_argument, "receivers must be 'gpu' or 'cpu', not '" + receivers + "'");
+  return link_cost::gigabits(gbps, *walk);
 }
 
 }  // namespace sparsesync::python

@@ -13,6 +13,8 @@
 #include <sparsesync/core/config.hpp>
 
 #include <cstdint>
+#include <optional>
+#include <string_view>
 
 SPARSESYNC_NS_BEGIN
 
@@ -38,6 +40,13 @@ struct link_cost {
   }
   // A link of `gbps` gigabits a second.
   static constexpr link_cost gigabits(double gbps, double extra = gpu_receiver) { return {gbps * 1e9 / 8, extra}; }
+  // The walk's cost for receivers named "gpu" or "cpu" (the CLI's --receivers, Python's receivers=); none for
+  // another name.
+  static constexpr std::optional<double> receivers_named(std::string_view name) {
+    if (name == "gpu") return gpu_receiver;
+    if (name == "cpu") return cpu_receiver;
+    return std::nullopt;
+  }
 };
 
 SPARSESYNC_NS_END

@@ -16,8 +16,9 @@ struct link_args {
 
 inline link_cost to_link_cost(const link_args& a) {
   if (!(a.gbps >= 0)) throw failure(exit_usage, "--link-gbps must be 0 (not stated) or positive");
-  if (a.receivers != "gpu" && a.receivers != "cpu") throw failure(exit_usage, "--receivers must be gpu or cpu, not '" + a.receivers + "'");
-  return link_cost::gigabits(a.gbps, a.receivers == "gpu" ? link_cost::gpu_receiver : link_cost::cpu_receiver);
+  const auto walk = link_cost::receivers_named(a.receivers);
+  if (!walk) throw failure(exit_usage, "--receivers must be gpu or cpu, not '" + a.receivers + "'");
+  return link_cost::gigabits(a.gbps, *walk);
 }
 
 }  // namespace sparsesync::cli
