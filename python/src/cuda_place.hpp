@@ -76,14 +76,13 @@ class cuda_place {
   link_type connect(typename wire::transport t) { return Frames::connect(std::move(t), device_); }
 
   // `name`: "auto" (the link's encoder, Frames::encoder) or any encoder with a device twin, chosen at run time.
+  // One encoder for every bucket: no link speed to weigh entropy in by (that is the host encoder's auto).
   void emplace_sender(std::optional<sender_type>& tx, const model_layout& layout, const sync::sender_options& o, fixed_bytes policy,
                       const std::string& name) {
-    encoder_id id = encoder::id;
-    if (name != "auto") {
-      const auto e = parse_encoder_name(name);
-      if (!e) throw error(errc::invalid_argument, "unknown encoder '" + name + "' (" + encoder_names_list() + " or auto)");
-      id = *e;
-    }
+    if (o.encode.link.stated())
+      throw error(errc::invalid_argument,
+                  "link_gbps: a GPU publisher encodes on the GPU with one encoder; the link weighs entropy in the host encoder's auto (device='cpu')");
+    const encoder_id id = named_encoder(name).value_or(encoder::id);
     device_guard on(device_);
     cuda::device_source_options so;
     so.stream = stream_;

@@ -1,8 +1,10 @@
-// The options of sparsesync.diff, checked once for the host codec (module.cpp) and the GPU codec (gpu_codec.cpp).
+// The options the Python entry points check once: sparsesync.diff's for the host codec (module.cpp) and the GPU
+// codec (gpu_codec.cpp), the link's (diff and the publishers) and an encoder's name.
 #pragma once
 
 #include <sparsesync/sparsesync.hpp>
 
+#include <optional>
 #include <string>
 
 namespace sparsesync::python {
@@ -19,6 +21,14 @@ inline patch_options diff_options(const std::string& values, std::uint64_t base_
   po.base_version = base_version;
   po.target_version = target_version;
   return po;
+}
+
+// An encoder named by the caller: an encoder_table name or alias, or "auto" (none: the caller's auto).
+inline std::optional<encoder_id> named_encoder(const std::string& name) {
+  if (name == "auto") return std::nullopt;
+  const auto id = parse_encoder_name(name);
+  if (!id) throw error(errc::invalid_argument, "unknown encoder '" + name + "' (" + encoder_names_list() + " or auto)");
+  return id;
 }
 
 // What auto weighs entropy against (format/link_cost.hpp): the link's speed (0: not stated) and where the

@@ -84,9 +84,6 @@ class publisher {
             std::uint64_t bucket_bytes, double ack_timeout, const link_cost& link, const place_options& where)
       : layout_(layout), place_(where, /*trainer=*/true), listener_(Place::wire::listen(host, port, auth)) {
     if (bucket_bytes == 0) throw error(errc::invalid_argument, "bucket_bytes must be positive");
-    if (Place::where != placement::host && link.stated())
-      throw error(errc::invalid_argument,
-                  "link_gbps: a GPU publisher encodes on the GPU with one encoder; the link weighs entropy in the host encoder's auto (device='cpu')");
     place_.emplace_sender(tx_, layout_, options(values, ack_timeout, link), fixed_bytes{bucket_bytes}, where.encoder);
   }
 

@@ -20,11 +20,10 @@ using codec_place = cuda_place<host_frames<tcp_wire>>;
 // encodes every bucket with one encoder: auto's per-bucket trial is the host codec's).
 template <class F>
 void with_gpu_encoder(const std::string& name, F&& f) {
-  const auto id = name == "auto" ? std::optional<encoder_id>(encoder_id::rice) : parse_encoder_name(name);
-  if (!id) throw error(errc::invalid_argument, "unknown encoder '" + name + "' (" + encoder_names_list() + " or auto)");
-  if (!encoder_table_row(*id).gpu)
+  const encoder_id id = named_encoder(name).value_or(encoder_id::rice);
+  if (!encoder_table_row(id).gpu)
     throw error(errc::invalid_argument, "encoder '" + name + "' has no GPU implementation: diff tensors on the host, or pick another encoder");
-  visit_encoder(*id, [&]<class E>(E) {
+  visit_encoder(id, [&]<class E>(E) {
     if constexpr (encoder_table_row(E::id).gpu) f.template operator()<E>();
   });
 }

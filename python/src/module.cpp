@@ -53,9 +53,8 @@ std::vector<entry> entries_of(const model_layout& layout) {
 // Calls f.template operator()<Sel>() for an encoder name of encoder_table (or an alias), or "auto".
 template <class F>
 void with_selection(const std::string& name, F&& f) {
-  if (name == "auto") return f.template operator()<auto_encoder>();
-  const auto id = parse_encoder_name(name);
-  if (!id) throw error(errc::invalid_argument, "unknown encoder '" + name + "' (" + encoder_names_list() + " or auto)");
+  const auto id = named_encoder(name);
+  if (!id) return f.template operator()<auto_encoder>();
   visit_encoder(*id, [&]<class E>(E) { f.template operator()<E>(); });
 }
 
