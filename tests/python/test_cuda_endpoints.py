@@ -228,6 +228,9 @@ def test_restarted_worker_with_restored_weights_gets_patches_only(tmp_path):
         late = [torch.zeros_like(t) for t in trainer]
         worker[:] = late
         t, third = session(None, 3)
+        # Its handshake and catch-up run on the session's thread after accept(): in step with version 4 before
+        # version 5 is published (else it joins during that publish and takes 5 whole instead).
+        assert pub.wait_for_receivers(1, timeout=60)
         for v in (5, 6):
             trainer = _step(trainer, v)
             assert pub.publish(v, trainer)["acknowledged"] == 1
