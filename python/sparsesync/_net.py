@@ -189,9 +189,10 @@ class Publisher:
     ``link_gbps`` (host publishers) states the link's speed for ``auto``, as in :func:`diff`: ``entropy`` then
     takes a bucket where its bytes saved cross the link sooner than the ``receivers`` (``"gpu"`` or ``"cpu"``)
     walk the base to decode it; a GPU publisher refuses it (it encodes with one encoder).
-    ``encoder`` (GPU publishers): ``"auto"`` (the choice above) or any of :data:`ENCODERS`, e.g. ``"entropy"``,
-    the fewest bytes where the link is slow (its decode walks the worker's weights: ~3x rice's GPU apply time);
-    a host publisher takes only ``"auto"``. ``publish()`` reports the encoder used as ``"encoder"``.
+    ``encoder``: ``"auto"`` (the choice above) or any of :data:`ENCODERS`, e.g. ``"entropy"``, the fewest bytes
+    where the link is slow (its decode walks the worker's weights: ~3x rice's GPU apply time), for every bucket;
+    a GPU publisher takes those with a device twin, and ``link_gbps`` only with ``"auto"``. ``publish()`` reports
+    the encoder used as ``"encoder"``.
     """
 
     def __init__(self, layout: Any, key_file: Optional[str | os.PathLike[str]] = None, *, tls: Optional[TLS] = None,

@@ -23,14 +23,15 @@ class host_place {
   }
   int device() const { return -1; }
 
-  // A host publisher encodes with auto (per bucket the smallest; entropy among them where link_gbps is stated).
+  // `name`: "auto" (per bucket the smallest; entropy among them where link_gbps is stated) or any built-in
+  // encoder, chosen at run time for every bucket (a stated link speed weighs only auto's choice).
   void emplace_sender(std::optional<sender_type>& tx, const model_layout& layout, const sync::sender_options& o, fixed_bytes policy,
-                      const std::string& encoder) {
-    if (encoder != "auto")
-      throw error(errc::invalid_argument, "encoder='" + encoder +
-                                              "': a host publisher encodes with auto (each bucket's smallest; link_gbps weighs entropy in); "
-                                              "encoder= names a GPU publisher's encoder");
-    tx.emplace(layout, o, policy);
+                      const std::string& name) {
+    const auto id = named_encoder(name);
+    if (id && o.encode.link.stated())
+      throw error(errc::invalid_argument, "link_gbps: it weighs entropy into auto's choice; encoder='" + name +
+                                              "' encodes every bucket with one encoder (leave link_gbps out, or use encoder='auto')");
+    tx.emplace(layout, o, policy, typename sender_type::source_type(id));
   }
   void emplace_receiver(std::optional<receiver_type>& rx, const model_layout& layout, std::span<const tensor_view> weights, link_type t,
                         const sync::receiver_options& o) {
@@ -40,7 +41,10 @@ class host_place {
   link_type connect(link_type t) { return t; }
   void order_after(std::uintptr_t) {}
   void order_before(std::uintptr_t) {}
-  void report_source(const sender_type&, nb::dict& d) { d["encoder"] = "auto"; }
+  void report_source(const sender_type& tx, nb::dict& d) {
+    const auto id = tx.source().encoder();
+    d["encoder"] = id ? std::string(encoder_name(*id)) : std::string("auto");
+  }
 };
 
 }  // namespace sparsesync::python

@@ -14,13 +14,13 @@ from conftest import MIXED, make_model, step
 pytestmark = pytest.mark.skipif(not _core.has_tcp, reason="built without the TCP transport (Boost.Asio, OpenSSL)")
 
 
-@pytest.mark.parametrize("link_gbps", [0.0, 0.1])
-def test_trainer_and_two_workers(tmp_path, link_gbps):
+@pytest.mark.parametrize("link_gbps,encoder", [(0.0, "auto"), (0.1, "auto"), (0.0, "entropy"), (0.0, "bitmap")])
+def test_trainer_and_two_workers(tmp_path, link_gbps, encoder):
     key = tmp_path / "sync.key"
     ss.generate_key_file(key)
     layout = ss.Layout(MIXED)
     here = os.path.dirname(__file__)
-    with ss.Publisher(layout, key, port=0, link_gbps=link_gbps) as pub:
+    with ss.Publisher(layout, key, port=0, link_gbps=link_gbps, encoder=encoder) as pub:
         workers = [subprocess.Popen([sys.executable, os.path.join(here, "tcp_worker_proc.py"), str(pub.port), str(key)],
                                     cwd=here, stdout=subprocess.PIPE, text=True) for _ in range(2)]
         try:
@@ -29,12 +29,17 @@ def test_trainer_and_two_workers(tmp_path, link_gbps):
             assert pub.wait_for_receivers(2, timeout=60)
             model = make_model(MIXED)
             sent = []
+            previous = None
             for version in range(1, 5):
                 if version > 1:
-                    model = step(model, density=0.01, seed=version)
+                    previous, model = model, step(model, density=0.01, seed=version)
                 report = pub.publish(version, model)
                 assert report["acknowledged"] == 2 and report["version"] == version
-                assert report["encoder"] == "auto"
+                assert report["encoder"] == encoder
+                if version > 1:  # the named encoder's own patch (less the layout, which travels in the handshake)
+                    own = ss.diff(layout, previous, model, encoder=encoder, base_version=version - 1, target_version=version,
+                                  link_gbps=link_gbps)
+                    assert report["payload_bytes"] == len(bytes(own)) - len(layout.serialize())
                 assert report["target_checksum"] == ss.checksum(layout, model)
                 sent.append(report)
             assert [r["connected"] for r in pub.receivers()] == [True, True]
@@ -59,9 +64,11 @@ def test_publisher_link_speed_is_checked(tmp_path):
         ss.Publisher(layout, key, port=0, link_gbps=-1.0)
     with pytest.raises(ss.InvalidArgument, match="receivers"):
         ss.Publisher(layout, key, port=0, link_gbps=1.0, receivers="tpu")
-    # A host publisher encodes with auto; encoder= names a GPU publisher's encoder.
-    with pytest.raises(ss.InvalidArgument, match="host publisher"):
-        ss.Publisher(layout, key, port=0, encoder="rice")
+    # A stated link weighs entropy into auto's choice: with one encoder named it would say nothing.
+    with pytest.raises(ss.InvalidArgument, match="link_gbps"):
+        ss.Publisher(layout, key, port=0, link_gbps=1.0, encoder="rice")
+    with pytest.raises(ss.InvalidArgument, match="unknown encoder"):
+        ss.Publisher(layout, key, port=0, encoder="zstd")
 
 
 def _accept_in_thread(pub, timeout=10):

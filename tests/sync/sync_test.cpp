@@ -172,6 +172,61 @@ TEST_CASE("a sender told its link's speed sends entropy where it pays (auto); it
   CHECK(plain.weights == trainer);
 }
 
+TEST_CASE("host_source: an encoder chosen at run time encodes every bucket; receivers stay bit-identical") {
+  // Three senders of the same versions: auto (Sel), and entropy and bitmap chosen at run time through the same
+  // sender type. entropy's patches are smaller than auto's (no link stated: auto leaves entropy out), bitmap's
+  // carry a bit for every element; each receiver ends where the trainer is.
+  const model_layout layout({{"w", dtype::bf16, {300000}}, {"b", dtype::bf16, {40000}}});
+  host_model trainer(layout);
+  fill_normal_bf16(trainer, 11);
+  const auto with = [&](std::optional<encoder_id> id) {
+    return std::make_unique<sync_sender>(layout, sync::sender_options{}, fixed_bytes{1 << 18}, sync_sender::source_type(id));
+  };
+  std::vector<std::unique_ptr<sync_sender>> tx;
+  tx.push_back(with(std::nullopt));
+  tx.push_back(with(encoder_id::entropy));
+  tx.push_back(with(encoder_id::bitmap));
+  CHECK_FALSE(tx[0]->source().encoder().has_value());
+  CHECK(tx[1]->source().encoder() == encoder_id::entropy);
+  std::set<std::uint64_t> valid;
+  std::mutex valid_mutex;
+  std::vector<std::unique_ptr<worker>> workers;
+  for (auto& t : tx) {
+    auto [a, b] = make_inproc_pair();
+    t->add_receiver(std::move(b));
+    workers.push_back(std::make_unique<worker>(layout, std::move(a)));
+    workers.back()->start(&valid, &valid_mutex);
+    REQUIRE(t->wait_for_receivers(1, std::chrono::seconds(20)));
+  }
+  for (std::uint64_t v = 1; v <= 3; ++v) {
+    if (v > 1) step_weightlike(trainer, 0.01, 60 + v);
+    {
+      std::lock_guard g(valid_mutex);
+      valid.insert(checksum_of(trainer));
+    }
+    std::vector<sync::publish_report> r;
+    for (auto& t : tx) r.push_back(t->publish(v, trainer.views()));
+    for (const auto& x : r) {
+      CHECK(x.acknowledged == 1);
+      CHECK(x.target_checksum == r[0].target_checksum);
+    }
+    if (v > 1) {
+      CHECK(r[1].payload_bytes < r[0].payload_bytes);
+      CHECK(r[2].payload_bytes * 8 >= layout.numel());
+      CHECK(r[0].payload_bytes * 8 < layout.numel());
+    }
+  }
+  for (auto& t : tx) t->close();
+  for (auto& w : workers) {
+    w->join();
+    CHECK(w->applied == 3);
+    CHECK(w->torn == 0);
+    CHECK(w->weights == trainer);
+  }
+  CHECK_THROWS_AS(sync_sender::source_type(static_cast<encoder_id>(0)), error);
+  CHECK_THROWS_AS(sync_sender::source_type(static_cast<encoder_id>(9)), error);
+}
+
 TEST_CASE("a late receiver gets a full transfer, one a few versions behind replays kept patches") {
   const auto layout = small_layout();
   host_model trainer(layout);

@@ -27,6 +27,15 @@ class host_source {
 
  public:
   host_source() = default;
+  // With one encoder chosen at run time instead of Sel (nullopt: Sel): any built-in encoder, for callers that
+  // take it from a name (the Python Publisher's `encoder=`) without one sender type per encoder.
+  explicit host_source(std::optional<encoder_id> run_time_encoder) : encoder_(run_time_encoder) {
+    if (encoder_ && !is_builtin_encoder(static_cast<std::uint8_t>(*encoder_)))
+      throw error(errc::invalid_argument, "host_source: unknown encoder id " + std::to_string(static_cast<unsigned>(*encoder_)));
+  }
+
+  // The encoder chosen at run time; nullopt when Sel chooses.
+  [[nodiscard]] std::optional<encoder_id> encoder() const { return encoder_; }
 
   void prepare(const model_layout& layout, const encode_options& enc, const Policy& policy) {
     layout_ = &layout;
@@ -52,7 +61,11 @@ class host_source {
       if (in_place) {
         // Our own snapshot's bucket checksums are known from the last version: compare it, do not rehash it.
         const auto storage = snapshot_->mutable_views();
-        totals.changed = encode<Sel>(base, weights, po, out, bucket_checksums_.empty() ? nullptr : &bucket_checksums_, storage);
+        const auto* known = bucket_checksums_.empty() ? nullptr : &bucket_checksums_;
+        if (encoder_)
+          (void)visit_encoder(*encoder_, [&]<class E>(E) { totals.changed = encode<E>(base, weights, po, out, known, storage); });
+        else
+          totals.changed = encode<Sel>(base, weights, po, out, known, storage);
       } else {
         totals.changed = encode_dense(weights, po, out, /*known=*/false);  // from zero: a full transfer
       }
@@ -297,6 +310,7 @@ class host_source {
 
   const model_layout* layout_ = nullptr;
   encode_options enc_;
+  std::optional<encoder_id> encoder_;
   std::optional<Policy> policy_;
   std::optional<host_snapshot> snapshot_;
   std::vector<bucket_plan> plans_;               // the policy's buckets (those of every patch and full transfer)
