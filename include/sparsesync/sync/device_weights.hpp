@@ -126,8 +126,7 @@ class device_source {
   // encodes every such encoder either way.
   device_source(std::unique_ptr<device_encoder_backend> backend, encoder_id run_time_encoder)
       : backend_(std::move(backend)), encoder_(run_time_encoder) {
-    const auto wire = static_cast<std::uint8_t>(run_time_encoder);
-    if (!is_builtin_encoder(wire)) throw error(errc::invalid_argument, "device_source: unknown encoder id " + std::to_string(wire));
+    detail::require_builtin_encoder(run_time_encoder, "device_source");
     if (!encoder_table_row(run_time_encoder).gpu)
       throw error(errc::unsupported, "device_source: " + std::string(encoder_name(run_time_encoder)) + " has no device twin (encoder_table.hpp)");
   }

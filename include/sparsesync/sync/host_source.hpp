@@ -30,8 +30,7 @@ class host_source {
   // With one encoder chosen at run time instead of Sel (nullopt: Sel): any built-in encoder, for callers that
   // take it from a name (the Python Publisher's `encoder=`) without one sender type per encoder.
   explicit host_source(std::optional<encoder_id> run_time_encoder) : encoder_(run_time_encoder) {
-    if (encoder_ && !is_builtin_encoder(static_cast<std::uint8_t>(*encoder_)))
-      throw error(errc::invalid_argument, "host_source: unknown encoder id " + std::to_string(static_cast<unsigned>(*encoder_)));
+    if (encoder_) detail::require_builtin_encoder(*encoder_, "host_source");
   }
 
   // The encoder chosen at run time; nullopt when Sel chooses.

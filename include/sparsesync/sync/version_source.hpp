@@ -14,6 +14,7 @@
 #include <concepts>
 #include <cstdint>
 #include <span>
+#include <string>
 
 SPARSESYNC_NS_BEGIN
 namespace sync {
@@ -54,6 +55,12 @@ concept version_source = requires(S& s, const S& cs, const model_layout& layout,
 };
 
 namespace detail {
+// A source's encoder chosen at run time (host_source, device_source) must be a built-in one: `who` names the source.
+inline void require_builtin_encoder(encoder_id id, const char* who) {
+  const auto wire = static_cast<std::uint8_t>(id);
+  if (!is_builtin_encoder(wire)) throw error(errc::invalid_argument, std::string(who) + ": unknown encoder id " + std::to_string(wire));
+}
+
 template <class S, class P>
 struct version_source_diagnostics {
   static_assert(requires(S& s, const model_layout& l, const encode_options& e, const P& p) { s.prepare(l, e, p); },
