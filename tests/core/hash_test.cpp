@@ -57,7 +57,9 @@ TEST_CASE("the fast content checksum equals the specification's, for every word 
   }
   w4[5] = 0xFFFFFFFFu;  // the largest bits a lane can hold
   w4[6] = 0;
-  const std::uint64_t starts[] = {0, 1, 7, 4095, (1ull << 32) - 3, (1ull << 40) + 5, ~0ull - 400};
+  // Starts whose indices cross a multiple of 2^32 (the fast path's runs share their high 32 bits) near the first
+  // element, after several rounds, and where they wrap past 2^64.
+  const std::uint64_t starts[] = {0, 1, 7, 4095, (1ull << 32) - 3, (1ull << 32) - 150, (1ull << 40) + 5, ~0ull - 400, ~0ull - 150};
   for (const std::uint64_t first : starts) {
     for (std::size_t n : {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{8}, std::size_t{9}, std::size_t{64}, std::size_t{299}}) {
       for (std::size_t offset : {std::size_t{0}, std::size_t{1}}) {  // unaligned starts too
