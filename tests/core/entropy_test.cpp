@@ -547,14 +547,16 @@ namespace {
 
 // The decoder's class count and the encoder's scan may hash the base in the same pass (chunk_base_hash,
 // AVX-512 for 16-bit words): the same results as the plain passes and the specification's content checksum, at
-// every size around the lane split and at flat indices near 2^32 and 2^40. Other widths leave it undone.
+// every size around the lane split and at flat indices near 2^32 (crossing it in the first or a later lane) and 2^40. Other widths leave it undone.
 template <class W>
 void check_count_and_hash() {
   std::mt19937_64 rng(41);
   for (std::size_t n : {1, 2, 3, 5, 15, 16, 17, 31, 33, 63, 64, 65, 127, 129, 1000, 4099, 20000, 65536}) {
     std::vector<W> base(n);
     for (auto& x : base) x = static_cast<W>(rng());
-    for (std::uint64_t first : {std::uint64_t{0}, std::uint64_t{7}, (std::uint64_t{1} << 32) - 5, (std::uint64_t{1} << 40) + 3}) {
+    // (2^32 - n / 2: indices that cross 2^32 in a later lane, where the fast hash's run constants change.)
+    for (std::uint64_t first : {std::uint64_t{0}, std::uint64_t{7}, (std::uint64_t{1} << 32) - 5, (std::uint64_t{1} << 32) - n / 2,
+                                (std::uint64_t{1} << 40) + 3}) {
       detail::entropy_lane_counts plain{}, fused{};
       detail::entropy_count_classes<W>(std::span<const W>(base), plain);
       fused[1][3] = 12345;  // (stale counts from an earlier chunk must not survive)
