@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Session 30, call B (the H200 machine's host CPU, an Intel Xeon with AVX-512): the model checksum's new AVX-512
+# loop on a second x86 core design. core_tests (hash_test: the fast checksums equal the specification's) built on
+# the VM from 5c170e4's tree + tests, then codec_bench --throughput 5 of 74062fb (old) and 5c170e4 (new), both
+# built on the VM, alternated five times on one core (taskset), as bench/results/cpu-s30/ on the VM.
+set -u
+mkdir -p $OUT
+B=.carry/s30b S=$PWD/.carry/data/rl-gpt2-small-lr1e-6
+lscpu > $OUT/lscpu.txt
+$B/core_tests > $OUT/core_tests.log 2>&1; echo "core_tests rc=$?" > $OUT/summary.txt
+grep -E "test cases|assertions|AVX-512" $OUT/core_tests.log >> $OUT/summary.txt
+for i in 1 2 3 4 5; do
+  for v in old new; do
+    taskset -c 2 $B/codec_bench_$v --throughput 5 --stream $S --out $OUT/$v-run$i.json > $OUT/$v-run$i.txt 2>&1 || echo "$v run $i rc=$?" >> $OUT/summary.txt
+  done
+done
+python3 bench/cpu/throughput_medians.py $OUT old new > $OUT/medians.txt
+cat $OUT/summary.txt; grep -E "entropy|rice" $OUT/medians.txt | grep -v alone | head -12
