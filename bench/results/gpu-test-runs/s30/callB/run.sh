@@ -6,6 +6,7 @@
 set -u
 mkdir -p $OUT
 B=.carry/s30b S=$PWD/.carry/data/rl-gpt2-small-lr1e-6
+export LD_LIBRARY_PATH=$PWD/$B${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}  # (libzstd, in case the machine lacks it)
 lscpu > $OUT/lscpu.txt
 $B/core_tests > $OUT/core_tests.log 2>&1; echo "core_tests rc=$?" > $OUT/summary.txt
 grep -E "test cases|assertions|AVX-512" $OUT/core_tests.log >> $OUT/summary.txt
