@@ -11,7 +11,7 @@
 // that share their high 32 bits (runs of up to 2^32), the high half of `lo` is a constant too, and so is a
 // third product. The loops over consecutive indices also hash two elements a round with the scalar function:
 // the vector loop is bound by the vector pipes' throughput, which leaves the scalar multiplier and ALUs idle
-// (on this project's Zen 4 VM: 3.0 GB/s of BF16 before, 4.5 after; bench/results/cpu-s30/).
+// (on this project's Zen 4 VM: 3.0 GB/s of BF16 before, 4.4 after; bench/results/cpu-s30/).
 #pragma once
 
 #include <sparsesync/core/hash.hpp>
@@ -144,15 +144,18 @@ inline std::uint64_t index_run_length(std::uint64_t index, std::uint64_t left) {
   return std::min<std::uint64_t>(left, (std::uint64_t{1} << 32) - (index & 0xFFFFFFFFu));
 }
 
-// Elements a round hashed by the vector loop and by the scalar function beside it.
+// Elements a round hashed by the vector loop and by the scalar function beside it (two scalar ones: faster than
+// one or three on the Zen 4 VM).
 inline constexpr std::uint64_t vector_elements_a_round = 8, scalar_elements_a_round = 2;
 
-// dense_checksums_avx512 over indices first .. first + n - 1, which share their high 32 bits: adds the zero
-// model's checksum to `zero`, returns the target's. (Sums are returned rather than vector accumulators passed by
-// reference: GCC 12 at -O3 dropped such an accumulator's stores, found by tests/core/hash_test.cpp.)
-template <class W>
-SPARSESYNC_AVX512_TARGET std::uint64_t dense_checksums_run(const element_hash8& h, const W* bits, std::uint64_t n, std::uint64_t first,
-                                                           std::uint64_t& zero) {
+// The content checksums of the indices first .. first + n - 1, which share their high 32 bits: of `bits`, and
+// with Zero of the all-zero model too. (Sums are returned rather than vector accumulators passed by reference:
+// GCC 12 at -O3 dropped such an accumulator's stores, which tests/core/hash_test.cpp caught.)
+struct run_checksums {
+  std::uint64_t zero = 0, target = 0;
+};
+template <bool Zero, class W>
+SPARSESYNC_AVX512_TARGET run_checksums checksums_of_run(const element_hash8& h, const W* bits, std::uint64_t n, std::uint64_t first) {
   const auto r = h.run_of(first);
   const std::uint64_t rounds = n / (vector_elements_a_round + scalar_elements_a_round);
   const std::uint64_t vectored = rounds * vector_elements_a_round;
@@ -162,20 +165,19 @@ SPARSESYNC_AVX512_TARGET std::uint64_t dense_checksums_run(const element_hash8& 
   std::uint64_t z = 0, t = 0;
   for (std::uint64_t k = 0; k < rounds; ++k) {
     const auto x = h.at(index, r);
-    zsum = _mm512_add_epi64(zsum, h.of(x, _mm512_setzero_si512()));
+    if constexpr (Zero) zsum = _mm512_add_epi64(zsum, h.of(x, _mm512_setzero_si512()));
     tsum = _mm512_add_epi64(tsum, h.of(x, load8_widened(bits + k * vector_elements_a_round)));
     index = _mm512_add_epi64(index, step);
     for (std::uint64_t i = vectored + k * scalar_elements_a_round, e = i + scalar_elements_a_round; i < e; ++i) {
-      z += element_hash(first + i, 0);
+      if constexpr (Zero) z += element_hash(first + i, 0);
       t += element_hash(first + i, bits[i]);
     }
   }
   for (std::uint64_t i = rounds * (vector_elements_a_round + scalar_elements_a_round); i < n; ++i) {
-    z += element_hash(first + i, 0);
+    if constexpr (Zero) z += element_hash(first + i, 0);
     t += element_hash(first + i, bits[i]);
   }
-  zero += lane_sum(zsum) + z;
-  return lane_sum(tsum) + t;
+  return {lane_sum(zsum) + z, lane_sum(tsum) + t};
 }
 
 // Adds sum over i < n of element_hash(first + i, 0) to `zero` and of element_hash(first + i, bits[i]) to
@@ -187,28 +189,11 @@ SPARSESYNC_AVX512_TARGET std::uint64_t dense_checksums_avx512(const W* bits, std
   const element_hash8 h;
   for (std::uint64_t done = 0, count = 0; done < n; done += count) {
     count = index_run_length(first + done, n - done);
-    target += dense_checksums_run(h, bits + done, count, first + done, zero);
+    const auto s = checksums_of_run<true>(h, bits + done, count, first + done);
+    zero += s.zero;
+    target += s.target;
   }
   return n;
-}
-
-// content_checksum_avx512 over indices first .. first + n - 1, which share their high 32 bits.
-template <class W>
-SPARSESYNC_AVX512_TARGET std::uint64_t content_checksum_run(const element_hash8& h, const W* bits, std::uint64_t n, std::uint64_t first) {
-  const auto r = h.run_of(first);
-  const std::uint64_t rounds = n / (vector_elements_a_round + scalar_elements_a_round);
-  const std::uint64_t vectored = rounds * vector_elements_a_round;
-  const __m512i step = _mm512_set1_epi64(8);
-  __m512i index = element_hash8::first_indices(first);
-  __m512i tsum = _mm512_setzero_si512();
-  std::uint64_t t = 0;
-  for (std::uint64_t k = 0; k < rounds; ++k) {
-    tsum = _mm512_add_epi64(tsum, h.of(h.at(index, r), load8_widened(bits + k * vector_elements_a_round)));
-    index = _mm512_add_epi64(index, step);
-    for (std::uint64_t i = vectored + k * scalar_elements_a_round, e = i + scalar_elements_a_round; i < e; ++i) t += element_hash(first + i, bits[i]);
-  }
-  for (std::uint64_t i = rounds * (vector_elements_a_round + scalar_elements_a_round); i < n; ++i) t += element_hash(first + i, bits[i]);
-  return lane_sum(tsum) + t;
 }
 
 // Adds sum over i < n of element_hash(first + i, bits[i]) to `target`; returns n. The base checksum of every
@@ -220,7 +205,7 @@ SPARSESYNC_AVX512_TARGET std::uint64_t content_checksum_avx512(const W* bits, st
   const element_hash8 h;
   for (std::uint64_t done = 0, count = 0; done < n; done += count) {
     count = index_run_length(first + done, n - done);
-    target += content_checksum_run(h, bits + done, count, first + done);
+    target += checksums_of_run<false>(h, bits + done, count, first + done).target;
   }
   return n;
 }
