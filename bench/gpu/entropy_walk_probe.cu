@@ -25,6 +25,12 @@
 //           enctile   the same ranks in tile order (S vectors a lane a tile): per tile, a warp sum per change before
 //                   the tile is counted (the lanes after the change's lane) and one after (the lanes before it), the
 //                   changing lane's counter value at the change between them (session 27)
+//           match   the placing walk in position order, 32 consecutive elements a step (lane l the l-th, a 2-byte load
+//                   each): an element's rank is its group's running count in shared memory plus the lanes below it
+//                   of the same group (__match_any_sync), the lowest of which advances the count; no per-lane
+//                   counters, so no count walk would be needed before it but the group totals (a coalesced hist);
+//                   the rank tested against a bitmap of 2^16 bits with ~0.8% set (session 30)
+//           matchref  the same ranks and tests by lane 0 alone, walking the chunk in order (checks match's sum)
 //   smem:   the counters' shared memory a warp: 18 KB (the decoder's class counters) or 11 KB (the placing kernel's
 //           and the size pass's), which with the ring sets the chunks an SM
 //   work:   sum     the words xor-ed (the loads alone)
@@ -32,7 +38,7 @@
 //           rank    + the atomic's old value read and tested against a bitmap (walk 2 of the decoder)
 // Build: the bench build (target entropy_walk_probe), or nvcc -O3 -std=c++20 -arch=sm_90 -o entropy_walk_probe
 //        -Iinclude bench/gpu/entropy_walk_probe.cu
-// Run:   ./entropy_walk_probe [numel=7e9] [reps=3] [27, 28 or 29: session 27's sets only]   (prints one JSON object per line; session 14's run on an H100:
+// Run:   ./entropy_walk_probe [numel=7e9] [reps=3] [27, 28 or 29: session 27's sets only; 30: session 30's]   (prints one JSON object per line; session 14's run on an H100:
 //        bench/results/gpu-test-runs/s14/probe/probe.jsonl)
 #include <sparsesync/cuda/cuda_error.hpp>
 
@@ -46,7 +52,7 @@
 
 namespace {
 
-enum class layout { range, skew, coal, async, xpose, tile, tilescan, encrange, enctile };
+enum class layout { range, skew, coal, async, xpose, tile, tilescan, encrange, enctile, match, matchref };
 enum class work { sum, hist, rank };
 
 constexpr unsigned chunk = 1u << 16, V = 8;  // BF16 elements per chunk and per 16-byte vector
@@ -142,7 +148,81 @@ __global__ void __launch_bounds__(32) walk_kernel(const std::uint16_t* base, std
       element(i + 2 * k + 1, w[k] >> 16);
     }
   };
-  if constexpr (L == layout::encrange || L == layout::enctile) {
+  if constexpr (L == layout::match || L == layout::matchref) {
+    // D: tiles of 32 S elements loaded ahead (match). The bitmap: the counters' last 2048 words (2^16 ranks).
+    constexpr unsigned G = 16, T = 32 * S, bitmap_words = 2048;
+    static_assert(CtrWords >= bitmap_words + G, "match keeps its running counts and its bitmap in the counters' memory");
+    std::uint32_t* const bitmap = ctr + CtrWords - bitmap_words;
+    std::uint32_t* const running = ctr;
+    __shared__ std::uint8_t of_class[256];
+    for (unsigned x = lane; x < 256; x += 32) of_class[x] = static_cast<std::uint8_t>(x % G);
+    for (unsigned w = lane; w < bitmap_words; w += 32) {  // ~0.8% of the ranks set, the same in every chunk
+      std::uint32_t h = (w + 1) * 0x9E3779B9u;
+      h ^= h >> 15;
+      h *= 0x85EBCA6Bu;
+      h ^= h >> 13;
+      bitmap[w] = (h & 3u) == 0 ? 1u << ((h >> 8) & 31u) : 0u;
+    }
+    __syncwarp();
+    auto group_of = [&](std::uint32_t bits) { return static_cast<unsigned>(of_class[(bits >> 7) & 0xffu]); };
+    auto test = [&](unsigned g, std::uint32_t rk, std::uint32_t i) {
+      const std::uint32_t bit = (g * 4096u + rk) & 0xffffu;  // (each group's ranks from its own offset)
+      if ((bitmap[bit >> 5] >> (bit & 31)) & 1u) acc += i;
+    };
+    if constexpr (L == layout::matchref) {
+      if (lane == 0) {
+        std::uint32_t cnt[G] = {};
+        for (std::uint32_t i = 0; i < n; ++i) {
+          const unsigned g = group_of(b[i]);
+          std::uint32_t rk = 0;
+#pragma unroll
+          for (unsigned q = 0; q < G; ++q)
+            if (q == g) rk = cnt[q]++;
+          test(g, rk, i);
+        }
+      }
+    } else {
+      const std::uint32_t tiles = n / T;
+      std::uint32_t v[D][S];
+      auto load = [&](std::uint32_t t, std::uint32_t (&to)[S]) {
+#pragma unroll
+        for (unsigned k = 0; k < S; ++k) to[k] = t < tiles ? b[t * T + 32 * k + lane] : 0u;
+      };
+#pragma unroll
+      for (unsigned d = 0; d < D; ++d) load(d, v[d]);
+      const unsigned below = (1u << lane) - 1u;
+      for (std::uint32_t t = 0; t < tiles; t += D) {
+#pragma unroll
+        for (unsigned d = 0; d < D; ++d) {
+          if (t + d >= tiles) break;
+#pragma unroll
+          for (unsigned k = 0; k < S; ++k) {
+            const unsigned g = group_of(v[d][k]);
+            const unsigned peers = __match_any_sync(0xffffffffu, g);
+            const unsigned before = static_cast<unsigned>(__popc(peers & below));
+            const std::uint32_t rk = running[g] + before;
+            __syncwarp();
+            if (before == 0) running[g] = rk + static_cast<unsigned>(__popc(peers));
+            __syncwarp();
+            test(g, rk, (t + d) * T + 32 * k + lane);
+          }
+          load(t + d + D, v[d]);
+        }
+      }
+      // The elements past the last whole tile, in order, 32 at a time.
+      for (std::uint32_t i0 = tiles * T; i0 < n; i0 += 32) {
+        const std::uint32_t i = i0 + lane;
+        const unsigned g = i < n ? group_of(b[i]) : G;  // (G: no group)
+        const unsigned peers = __match_any_sync(0xffffffffu, g);
+        const unsigned before = static_cast<unsigned>(__popc(peers & below));
+        const std::uint32_t rk = g < G ? running[g] + before : 0u;
+        __syncwarp();
+        if (g < G && before == 0) running[g] = rk + static_cast<unsigned>(__popc(peers));
+        __syncwarp();
+        if (g < G) test(g, rk, i);
+      }
+    }
+  } else if constexpr (L == layout::encrange || L == layout::enctile) {
     constexpr unsigned G = 16, gap = 117;
     __shared__ std::uint8_t of_class[256];
     __shared__ std::uint32_t mask[32], olds[32];
@@ -434,7 +514,7 @@ float time_ms(F&& f, int reps) {
 }
 
 const char* name(layout l) {
-  return l == layout::range ? "range" : l == layout::skew ? "skew" : l == layout::coal ? "coal" : l == layout::async ? "async" : l == layout::tile ? "tile" : l == layout::tilescan ? "tilescan" : l == layout::encrange ? "encrange" : l == layout::enctile ? "enctile" : "xpose";
+  return l == layout::range ? "range" : l == layout::skew ? "skew" : l == layout::coal ? "coal" : l == layout::async ? "async" : l == layout::tile ? "tile" : l == layout::tilescan ? "tilescan" : l == layout::encrange ? "encrange" : l == layout::enctile ? "enctile" : l == layout::match ? "match" : l == layout::matchref ? "matchref" : "xpose";
 }
 const char* name(work w) { return w == work::sum ? "sum" : w == work::hist ? "hist" : "rank"; }
 
@@ -450,7 +530,16 @@ void run(const std::uint16_t* base, std::uint64_t numel, std::uint32_t* sink, in
   static std::uint32_t reference[3][2] = {};
   static bool seen[3][2] = {};
   const int wi = static_cast<int>(Wk), ci = CtrWords == 128 * 32 + 512 ? 0 : 1;
-  if (L == layout::coal || L == layout::skew || L == layout::tile || L == layout::tilescan || L == layout::encrange || L == layout::enctile) {
+  if (L == layout::match || L == layout::matchref) {
+    static std::uint32_t match_reference = 0;
+    static bool match_seen = false;
+    if (!match_seen) {
+      match_seen = true;
+      match_reference = once;
+    } else if (once != match_reference) {
+      std::printf("{\"error\": \"%s depth %u slots %u: sum %u, expected %u (the first match variant's)\"}\n", name(L), D, S, once, match_reference);
+    }
+  } else if (L == layout::coal || L == layout::skew || L == layout::tile || L == layout::tilescan || L == layout::encrange || L == layout::enctile) {
   } else if (!seen[wi][ci]) {
     seen[wi][ci] = true;
     reference[wi][ci] = once;
@@ -500,6 +589,21 @@ int main(int argc, char** argv) {
     run<layout::tile, work::rank, 1, 4, small>(base, numel, sink, reps, floor_ms);
     run<layout::tile, work::rank, 1, 8, small>(base, numel, sink, reps, floor_ms);
     run<layout::tile, work::rank, 1, 16, small>(base, numel, sink, reps, floor_ms);
+    CHECK(cudaFree(base));
+    return 0;
+  }
+  if (argc > 3 && std::atoi(argv[3]) == 30) {  // session 30: the placing walk in position order by __match_any_sync
+    constexpr unsigned match_words = 2048 + 64;  // the 2^16-bit bitmap and the running counts: ~8.3 KB a warp
+    constexpr unsigned small = 64 * 16 + 512 + 1212;
+    run<layout::coal, work::hist, 8>(base, numel, sink, reps, floor_ms);
+    run<layout::range, work::hist, 4>(base, numel, sink, reps, floor_ms);
+    run<layout::xpose, work::rank, 2, 2, small>(base, numel, sink, reps, floor_ms);
+    if (numel <= 100000000ull) run<layout::matchref, work::rank, 1, 1, match_words>(base, numel, sink, reps, floor_ms);
+    run<layout::match, work::rank, 1, 8, match_words>(base, numel, sink, reps, floor_ms);
+    run<layout::match, work::rank, 2, 8, match_words>(base, numel, sink, reps, floor_ms);
+    run<layout::match, work::rank, 1, 16, match_words>(base, numel, sink, reps, floor_ms);
+    run<layout::match, work::rank, 2, 4, match_words>(base, numel, sink, reps, floor_ms);
+    run<layout::match, work::rank, 4, 4, match_words>(base, numel, sink, reps, floor_ms);
     CHECK(cudaFree(base));
     return 0;
   }
