@@ -30,6 +30,10 @@
 //                   of the same group (__match_any_sync), the lowest of which advances the count; no per-lane
 //                   counters, so no count walk would be needed before it but the group totals (a coalesced hist);
 //                   the rank tested against a bitmap of 2^16 bits with ~0.8% set (session 30)
+//           coalsnap  coal's count (work hist: lane-private class counters), and at the end of each lane range's
+//                   elements (every R / 256 steps) the warp's sum of each present class's counters
+//                   (__reduce_add_sync, a loop over a 256-bit mask of present classes) kept in a table: the lane ranges'
+//                   starting counts that the decoder's lane-range placing walk needs, from a coalesced walk (session 30)
 //           matchref  the same ranks and tests by lane 0 alone, walking the chunk in order (checks match's sum)
 //   smem:   the counters' shared memory a warp: 18 KB (the decoder's class counters) or 11 KB (the placing kernel's
 //           and the size pass's), which with the ring sets the chunks an SM
@@ -52,7 +56,7 @@
 
 namespace {
 
-enum class layout { range, skew, coal, async, xpose, tile, tilescan, encrange, enctile, match, matchref };
+enum class layout { range, skew, coal, async, xpose, tile, tilescan, encrange, enctile, match, matchref, coalsnap };
 enum class work { sum, hist, rank };
 
 constexpr unsigned chunk = 1u << 16, V = 8;  // BF16 elements per chunk and per 16-byte vector
@@ -148,7 +152,50 @@ __global__ void __launch_bounds__(32) walk_kernel(const std::uint16_t* base, std
       element(i + 2 * k + 1, w[k] >> 16);
     }
   };
-  if constexpr (L == layout::match || L == layout::matchref) {
+  if constexpr (L == layout::coalsnap) {
+    static_assert(Wk == work::hist, "coalsnap counts");
+    __shared__ std::uint32_t present[8];                   // classes seen (the probe's data: 112..124)
+    __shared__ std::uint16_t starts[32 * 64];              // per lane range, per present class (its slot)
+    if (lane < 8) present[lane] = lane == 3 ? 0xffff0000u : 0u;  // classes 112..127
+    __syncwarp();
+    const std::uint32_t vecs = n / V, range_vecs = (n + 32 * V - 1) / (32 * V);  // (R / V: whole ranges of 2^16 / 32)
+    uint4 v[D];
+    std::uint32_t s = lane;
+#pragma unroll
+    for (unsigned u = 0; u < D; ++u)
+      if (s + u * 32 < vecs) v[u] = reinterpret_cast<const uint4*>(b)[s + u * 32];
+    unsigned range = 0;
+    auto snapshot = [&](unsigned r) {  // the counts so far are the starts of range r
+      unsigned slot = 0;
+      for (unsigned w = 0; w < 8; ++w)
+        for (std::uint32_t m = present[w]; m != 0; m &= m - 1, ++slot) {
+          const unsigned x = w * 32 + static_cast<unsigned>(__ffs(m) - 1);
+          const std::uint32_t half = (ctr[ctr_at(x, lane)] >> ((x & 1u) * 16)) & 0xffffu;
+          const std::uint32_t sum = __reduce_add_sync(0xffffffffu, half);
+          if (lane == 0 && slot < 64) starts[r * 64 + slot] = static_cast<std::uint16_t>(sum);
+        }
+    };
+    for (; s < vecs; s += D * 32) {
+      uint4 w[D];
+#pragma unroll
+      for (unsigned u = 0; u < D; ++u)
+        if (s + (D + u) * 32 < vecs) w[u] = reinterpret_cast<const uint4*>(b)[s + (D + u) * 32];
+#pragma unroll
+      for (unsigned u = 0; u < D; ++u) {
+        const std::uint32_t first_vec = s - lane + u * 32;  // (uniform: the step's first vector)
+        if (first_vec < vecs && first_vec / range_vecs != range) {
+          range = first_vec / range_vecs;
+          __syncwarp();
+          snapshot(range);
+        }
+        if (s + u * 32 < vecs) vec((s + u * 32) * V, v[u]);
+      }
+#pragma unroll
+      for (unsigned u = 0; u < D; ++u) v[u] = w[u];
+    }
+    __syncwarp();
+    if (lane < 32) acc += starts[lane * 64 + (acc & 15u)];
+  } else if constexpr (L == layout::match || L == layout::matchref) {
     // D: tiles of 32 S elements loaded ahead (match). The bitmap: the counters' last 2048 words (2^16 ranks).
     constexpr unsigned G = 16, T = 32 * S, bitmap_words = 2048;
     static_assert(CtrWords >= bitmap_words + G, "match keeps its running counts and its bitmap in the counters' memory");
@@ -514,7 +561,7 @@ float time_ms(F&& f, int reps) {
 }
 
 const char* name(layout l) {
-  return l == layout::range ? "range" : l == layout::skew ? "skew" : l == layout::coal ? "coal" : l == layout::async ? "async" : l == layout::tile ? "tile" : l == layout::tilescan ? "tilescan" : l == layout::encrange ? "encrange" : l == layout::enctile ? "enctile" : l == layout::match ? "match" : l == layout::matchref ? "matchref" : "xpose";
+  return l == layout::range ? "range" : l == layout::skew ? "skew" : l == layout::coal ? "coal" : l == layout::async ? "async" : l == layout::tile ? "tile" : l == layout::tilescan ? "tilescan" : l == layout::encrange ? "encrange" : l == layout::enctile ? "enctile" : l == layout::match ? "match" : l == layout::matchref ? "matchref" : l == layout::coalsnap ? "coalsnap" : "xpose";
 }
 const char* name(work w) { return w == work::sum ? "sum" : w == work::hist ? "hist" : "rank"; }
 
@@ -539,7 +586,7 @@ void run(const std::uint16_t* base, std::uint64_t numel, std::uint32_t* sink, in
     } else if (once != match_reference) {
       std::printf("{\"error\": \"%s depth %u slots %u: sum %u, expected %u (the first match variant's)\"}\n", name(L), D, S, once, match_reference);
     }
-  } else if (L == layout::coal || L == layout::skew || L == layout::tile || L == layout::tilescan || L == layout::encrange || L == layout::enctile) {
+  } else if (L == layout::coalsnap || L == layout::coal || L == layout::skew || L == layout::tile || L == layout::tilescan || L == layout::encrange || L == layout::enctile) {
   } else if (!seen[wi][ci]) {
     seen[wi][ci] = true;
     reference[wi][ci] = once;
@@ -598,6 +645,9 @@ int main(int argc, char** argv) {
     run<layout::coal, work::hist, 8>(base, numel, sink, reps, floor_ms);
     run<layout::range, work::hist, 4>(base, numel, sink, reps, floor_ms);
     run<layout::xpose, work::rank, 2, 2, small>(base, numel, sink, reps, floor_ms);
+    run<layout::coalsnap, work::hist, 8>(base, numel, sink, reps, floor_ms);
+    run<layout::coalsnap, work::hist, 4>(base, numel, sink, reps, floor_ms);
+    run<layout::coalsnap, work::hist, 2>(base, numel, sink, reps, floor_ms);
     if (numel <= 100000000ull) run<layout::matchref, work::rank, 1, 1, match_words>(base, numel, sink, reps, floor_ms);
     run<layout::match, work::rank, 1, 8, match_words>(base, numel, sink, reps, floor_ms);
     run<layout::match, work::rank, 2, 8, match_words>(base, numel, sink, reps, floor_ms);
