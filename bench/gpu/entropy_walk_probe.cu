@@ -33,7 +33,8 @@
 //           coalsnap  coal's count (work hist: lane-private class counters), and at the end of each lane range's
 //                   elements (every R / 256 steps) the warp's sum of each present class's counters
 //                   (__reduce_add_sync, a loop over a 256-bit mask of present classes) kept in a table: the lane ranges'
-//                   starting counts that the decoder's lane-range placing walk needs, from a coalesced walk (session 30)
+//                   starting counts that the decoder's lane-range placing walk needs, from a coalesced walk (session 30;
+//                   slots 2: a warp sum per counter word of two classes, over a list of the present ones)
 //           matchref  the same ranks and tests by lane 0 alone, walking the chunk in order (checks match's sum)
 //   smem:   the counters' shared memory a warp: 18 KB (the decoder's class counters) or 11 KB (the placing kernel's
 //           and the size pass's), which with the ring sets the chunks an SM
@@ -165,15 +166,36 @@ __global__ void __launch_bounds__(32) walk_kernel(const std::uint16_t* base, std
     for (unsigned u = 0; u < D; ++u)
       if (s + u * 32 < vecs) v[u] = reinterpret_cast<const uint4*>(b)[s + u * 32];
     unsigned range = 0;
+    // The counter words (class pairs) of the present classes, listed once (a decoder would append a pair when
+    // one of its classes is first seen). S: the snapshot's form, 1 = a warp sum per class in a loop over the
+    // mask, 2 = a warp sum per counter word (both 16-bit halves at once; a half's sum stays below 2^16 unless
+    // one class holds the whole chunk, which a decoder would test for) over the listed words.
+    __shared__ std::uint16_t pair_words[128];
+    __shared__ unsigned n_pairs;
+    if (lane == 0) {
+      unsigned k = 0;
+      for (unsigned x = 0; x < 256; x += 2)
+        if ((present[x / 32] >> (x % 32)) & 3u) pair_words[k++] = static_cast<std::uint16_t>(x / 2);
+      n_pairs = k;
+    }
+    __syncwarp();
     auto snapshot = [&](unsigned r) {  // the counts so far are the starts of range r
-      unsigned slot = 0;
-      for (unsigned w = 0; w < 8; ++w)
-        for (std::uint32_t m = present[w]; m != 0; m &= m - 1, ++slot) {
-          const unsigned x = w * 32 + static_cast<unsigned>(__ffs(m) - 1);
-          const std::uint32_t half = (ctr[ctr_at(x, lane)] >> ((x & 1u) * 16)) & 0xffffu;
-          const std::uint32_t sum = __reduce_add_sync(0xffffffffu, half);
-          if (lane == 0 && slot < 64) starts[r * 64 + slot] = static_cast<std::uint16_t>(sum);
+      if constexpr (S == 2) {
+        const unsigned k = n_pairs;
+        for (unsigned j = 0; j < k; ++j) {
+          const std::uint32_t sum = __reduce_add_sync(0xffffffffu, ctr[pair_words[j] * 32u + lane]);
+          if (lane == j % 32u && j < 32) reinterpret_cast<std::uint32_t*>(starts)[r * 32 + j] = sum;
         }
+      } else {
+        unsigned slot = 0;
+        for (unsigned w = 0; w < 8; ++w)
+          for (std::uint32_t m = present[w]; m != 0; m &= m - 1, ++slot) {
+            const unsigned x = w * 32 + static_cast<unsigned>(__ffs(m) - 1);
+            const std::uint32_t half = (ctr[ctr_at(x, lane)] >> ((x & 1u) * 16)) & 0xffffu;
+            const std::uint32_t sum = __reduce_add_sync(0xffffffffu, half);
+            if (lane == 0 && slot < 64) starts[r * 64 + slot] = static_cast<std::uint16_t>(sum);
+          }
+      }
     };
     for (; s < vecs; s += D * 32) {
       uint4 w[D];
@@ -648,6 +670,8 @@ int main(int argc, char** argv) {
     run<layout::coalsnap, work::hist, 8>(base, numel, sink, reps, floor_ms);
     run<layout::coalsnap, work::hist, 4>(base, numel, sink, reps, floor_ms);
     run<layout::coalsnap, work::hist, 2>(base, numel, sink, reps, floor_ms);
+    run<layout::coalsnap, work::hist, 8, 2>(base, numel, sink, reps, floor_ms);
+    run<layout::coalsnap, work::hist, 4, 2>(base, numel, sink, reps, floor_ms);
     if (numel <= 100000000ull) run<layout::matchref, work::rank, 1, 1, match_words>(base, numel, sink, reps, floor_ms);
     run<layout::match, work::rank, 1, 8, match_words>(base, numel, sink, reps, floor_ms);
     run<layout::match, work::rank, 2, 8, match_words>(base, numel, sink, reps, floor_ms);
