@@ -150,7 +150,7 @@ inline constexpr std::uint64_t vector_elements_a_round = 8, scalar_elements_a_ro
 
 // The content checksums of the indices first .. first + n - 1, which share their high 32 bits: of `bits`, and
 // with Zero of the all-zero model too. (Sums are returned rather than vector accumulators passed by reference:
-// GCC 12 at -O3 dropped such an accumulator's stores, which tests/core/hash_test.cpp caught.)
+// GCC 12 at -O3 dropped such an accumulator's stores for 32-bit words, found against the scalar function.)
 struct run_checksums {
   std::uint64_t zero = 0, target = 0;
 };
