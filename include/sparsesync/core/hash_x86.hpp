@@ -180,34 +180,22 @@ SPARSESYNC_AVX512_TARGET run_checksums checksums_of_run(const element_hash8& h, 
   return {lane_sum(zsum) + z, lane_sum(tsum) + t};
 }
 
-// Adds sum over i < n of element_hash(first + i, 0) to `zero` and of element_hash(first + i, bits[i]) to
-// `target`; returns n.
-template <class W>
-SPARSESYNC_AVX512_TARGET std::uint64_t dense_checksums_avx512(const W* bits, std::uint64_t n, std::uint64_t first, std::uint64_t& zero,
-                                                              std::uint64_t& target) {
+// The content checksums of the n elements at flat indices first .. first + n - 1 (of `bits`, and with Zero of
+// the all-zero model too), run by run. The base checksum of every patch, the verification of a receiver's base
+// and a full transfer's checksums read the whole model through this: it sets the CPU speed of every encoder end
+// to end.
+template <bool Zero, class W>
+SPARSESYNC_AVX512_TARGET run_checksums checksums_avx512(const W* bits, std::uint64_t n, std::uint64_t first) {
   static_assert(sizeof(W) <= 4, "an element's bits must fit in 32 bits (the high half of `hi` is then constant)");
   const element_hash8 h;
+  run_checksums sum;
   for (std::uint64_t done = 0, count = 0; done < n; done += count) {
     count = index_run_length(first + done, n - done);
-    const auto s = checksums_of_run<true>(h, bits + done, count, first + done);
-    zero += s.zero;
-    target += s.target;
+    const auto s = checksums_of_run<Zero>(h, bits + done, count, first + done);
+    sum.zero += s.zero;
+    sum.target += s.target;
   }
-  return n;
-}
-
-// Adds sum over i < n of element_hash(first + i, bits[i]) to `target`; returns n. The base checksum of every
-// patch and the verification of a receiver's base read the whole model through this: it sets the CPU speed of
-// every encoder end to end.
-template <class W>
-SPARSESYNC_AVX512_TARGET std::uint64_t content_checksum_avx512(const W* bits, std::uint64_t n, std::uint64_t first, std::uint64_t& target) {
-  static_assert(sizeof(W) <= 4, "an element's bits must fit in 32 bits (the high half of `hi` is then constant)");
-  const element_hash8 h;
-  for (std::uint64_t done = 0, count = 0; done < n; done += count) {
-    count = index_run_length(first + done, n - done);
-    target += checksums_of_run<false>(h, bits + done, count, first + done).target;
-  }
-  return n;
+  return sum;
 }
 
 // Adds sum over i < n of element_hash(index[i], after[i]) - element_hash(index[i], before[i]) to `delta` for the
@@ -233,11 +221,10 @@ SPARSESYNC_AVX512_TARGET inline std::uint64_t hash_deltas_avx512(const std::uint
 // value, bit for bit.
 template <class W>
 std::uint64_t content_checksum_fast(const W* bits, std::uint64_t count, std::uint64_t first) {
-  std::uint64_t done = 0, sum = 0;
 #if SPARSESYNC_HASH_AVX512
-  if (count >= 8 && cpu_has_avx512_hash()) done = content_checksum_avx512<W>(bits, count, first, sum);
+  if (count >= 8 && cpu_has_avx512_hash()) return checksums_avx512<false>(bits, count, first).target;
 #endif
-  return sum + content_checksum(bits + done, count - done, first + done);
+  return content_checksum(bits, count, first);
 }
 
 // Sum over i < n of element_hash(index[i], after[i]) - element_hash(index[i], before[i]), modulo 2^64: what n
@@ -255,12 +242,16 @@ inline std::uint64_t hash_deltas_fast(const std::uint64_t* index, const std::uin
 // `target` (of `bits`): sum of element_hash(first + i, 0) and of element_hash(first + i, bits[i]).
 template <class W>
 void add_zero_and_content_checksums(const W* bits, std::uint64_t count, std::uint64_t first, std::uint64_t& zero, std::uint64_t& target) {
-  std::uint64_t done = 0;
 #if SPARSESYNC_HASH_AVX512
-  if (count >= 8 && cpu_has_avx512_hash()) done = dense_checksums_avx512<W>(bits, count, first, zero, target);
+  if (count >= 8 && cpu_has_avx512_hash()) {
+    const auto s = checksums_avx512<true>(bits, count, first);
+    zero += s.zero;
+    target += s.target;
+    return;
+  }
 #endif
   std::uint64_t z = 0, t = 0;
-  for (std::uint64_t i = done; i < count; ++i) {
+  for (std::uint64_t i = 0; i < count; ++i) {
     z += element_hash(first + i, 0);
     t += element_hash(first + i, bits[i]);
   }
