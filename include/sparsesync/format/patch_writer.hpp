@@ -5,6 +5,10 @@
 #include <sparsesync/bucketing/fixed_bytes.hpp>
 #include <sparsesync/format/bucket_writer.hpp>
 
+#include <cstring>
+#include <span>
+#include <vector>
+
 SPARSESYNC_NS_BEGIN
 
 struct patch_options {
@@ -38,11 +42,14 @@ inline patch_header patch_header_for(const model_layout& layout, std::size_t buc
 // Appends a patch's prologue: the header, then the layout and metadata sections.
 inline void write_patch_prologue(std::vector<unsigned char>& out, const patch_header& h, std::span<const unsigned char> layout_bytes,
                                  std::span<const unsigned char> metadata) {
+  // (Sized once and copied in place: GCC 12 warned of a false -Wstringop-overread on vector::insert here.)
   const std::size_t at = out.size();
-  out.resize(at + patch_header_bytes);
-  write_patch_header(out.data() + at, h);
-  out.insert(out.end(), layout_bytes.begin(), layout_bytes.end());
-  out.insert(out.end(), metadata.begin(), metadata.end());
+  out.resize(at + patch_header_bytes + layout_bytes.size() + metadata.size());
+  unsigned char* p = out.data() + at;
+  write_patch_header(p, h);
+  p += patch_header_bytes;
+  if (!layout_bytes.empty()) std::memcpy(p, layout_bytes.data(), layout_bytes.size());
+  if (!metadata.empty()) std::memcpy(p + layout_bytes.size(), metadata.data(), metadata.size());
 }
 }  // namespace detail
 
