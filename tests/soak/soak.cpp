@@ -5,8 +5,8 @@
 // restarts (a new process: new port, no history; each incarnation alternates between a pre-shared key and
 // insecure_no_auth, so flips also hit frames that no MAC protects).
 // Pass: zero mismatches (after every version a receiver reports, and whenever it stops, the weights it claims
-// are bit-identical to that published version; never torn), every receiver delivered versions, and any
-// --require-* target is met. Latency is reported, not judged: with one receiver stalled, publish() waits up
+// are bit-identical to that published version; never torn), every receiver delivered versions, at least half of
+// the versions published while a receiver was connected reached one, and any --require-* target is met. Latency is reported, not judged: with one receiver stalled, publish() waits up
 // to the ack timeout for everyone (issue 14, item 4), which shows as the "during a stall" figures.
 //   sparsesync_soak [--seconds 75] [--long] [--receivers 4] [--seed 1] [--json FILE]
 //                   [--require-versions N] [--require-faults N] [--max-versions N]
@@ -329,6 +329,10 @@ int main(int argc, char** argv) try {
   for (auto& w : weights) w = static_cast<std::uint16_t>(rng());
   const auto wviews = views_of(layout, weights);
   std::uint64_t version = 0;
+  // Versions published while some receiver was connected: after a server restart, or with every receiver cut
+  // or killed, publish() returns at once and the loop publishes versions nobody can receive (catch-up brings a
+  // receiver to the newest only), as many as the machine's load lets it spin through.
+  std::uint64_t attended = 0;
   std::vector<double> publish_all;
   while (since(start, steady::now()) < opt.seconds && (opt.max_versions == 0 || version < opt.max_versions)) {
     if (steady::now() >= fault_phase && rng() % 150 == 0) {
@@ -359,6 +363,7 @@ int main(int argc, char** argv) try {
       ++led.mismatches;
       led.mismatch_notes.push_back("sender published checksum differs for version " + std::to_string(version));
     }
+    if (report.acknowledged + report.lagging > 0) ++attended;
     std::lock_guard lock(led.m);
     led.publish_seconds[version] = report.seconds;
   }
@@ -421,7 +426,7 @@ int main(int argc, char** argv) try {
 
   std::ostringstream js;
   js << "{\n  \"seconds\": " << elapsed << ",\n  \"receivers\": " << opt.receivers << ",\n  \"seed\": " << opt.seed
-     << ",\n  \"versions_published\": " << version << ",\n  \"versions_delivered\": " << led.committed.size()
+     << ",\n  \"versions_published\": " << version << ",\n  \"versions_attended\": " << attended << ",\n  \"versions_delivered\": " << led.committed.size()
      << ",\n  \"commits\": " << commits << ",\n  \"full_transfers\": " << led.full_transfers << ",\n  \"faults\": {";
   for (int k = 0; k < fault_kinds; ++k) js << (k ? ", " : "") << "\"" << fault_names[k] << "\": " << fault_count[k];
   js << "},\n  \"faults_total\": " << faults_total << ",\n  \"wire_bytes\": " << wire_bytes << ",\n  \"receiver_errors\": " << led.receiver_errors
@@ -439,7 +444,8 @@ int main(int argc, char** argv) try {
   for (const auto& n : led.mismatch_notes) std::fprintf(stderr, "MISMATCH: %s\n", n.c_str());
   if (!opt.json.empty()) std::ofstream(opt.json) << js.str();
 
-  bool pass = led.mismatches == 0 && static_cast<int>(delivering.size()) == opt.receivers && led.committed.size() * 2 >= version;
+  // Delivery keeps up: at least half of the versions published to a connected receiver reached one.
+  bool pass = led.mismatches == 0 && static_cast<int>(delivering.size()) == opt.receivers && led.committed.size() * 2 >= attended;
   if (version < opt.require_versions) pass = false, std::fprintf(stderr, "FAIL: %llu versions < %llu required\n", (unsigned long long)version, (unsigned long long)opt.require_versions);
   if (faults_total < opt.require_faults) pass = false, std::fprintf(stderr, "FAIL: %llu faults < %llu required\n", (unsigned long long)faults_total, (unsigned long long)opt.require_faults);
   std::fprintf(stderr, "%s: %llu mismatches in %llu checks\n", pass ? "PASS" : "FAIL", (unsigned long long)led.mismatches, (unsigned long long)led.checks);
