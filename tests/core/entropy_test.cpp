@@ -443,7 +443,7 @@ void check_lanes() {
   constexpr unsigned shift = entropy_params::class_shift<W>;
   constexpr unsigned classes = entropy_params::class_count<W>;
   // Sizes around the lane split (four lanes of a multiple of 8 / sizeof(W) elements, the rest in the last).
-  for (std::size_t n : {1, 2, 3, 5, 15, 16, 17, 31, 33, 63, 64, 65, 127, 129, 1000, 4099, 20000, 65536}) {
+  for (std::size_t n : {1, 2, 3, 5, 15, 16, 17, 31, 33, 63, 64, 65, 127, 129, 1000, 4099, 20000, 65536, 65552}) {
     std::vector<W> base(n);
     for (auto& x : base) {
       // A few common classes and many rare ones: groups of one class and groups of several (with both signs).
@@ -547,11 +547,13 @@ namespace {
 
 // The decoder's class count and the encoder's scan may hash the base in the same pass (chunk_base_hash,
 // AVX-512 for 16-bit words): the same results as the plain passes and the specification's content checksum, at
-// every size around the lane split and at flat indices near 2^32 (crossing it in the first or a later lane) and 2^40. Other widths leave it undone.
+// every size around the lane split (lanes of a multiple of eight elements, and of four more: 65552), at flat indices
+// near 2^32 (crossing it in the first or a later lane: the count then hashes in a pass of its own) and 2^40. Other
+// widths leave it undone.
 template <class W>
 void check_count_and_hash() {
   std::mt19937_64 rng(41);
-  for (std::size_t n : {1, 2, 3, 5, 15, 16, 17, 31, 33, 63, 64, 65, 127, 129, 1000, 4099, 20000, 65536}) {
+  for (std::size_t n : {1, 2, 3, 5, 15, 16, 17, 31, 33, 63, 64, 65, 127, 129, 1000, 4099, 20000, 65536, 65552}) {
     std::vector<W> base(n);
     for (auto& x : base) x = static_cast<W>(rng());
     // (2^32 - n / 2: indices that cross 2^32 in a later lane, where the fast hash's run constants change.)

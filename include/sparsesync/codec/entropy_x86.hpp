@@ -19,8 +19,48 @@ namespace detail {
 #if SPARSESYNC_HASH_AVX512
 #define SPARSESYNC_ENTROPY_HASH_TARGET __attribute__((target("avx512f,avx512dq,avx512bw")))
 
-// Hashes the rows of the entropy passes' four lanes (lane l at offset l * q): row i is four 16-bit elements
-// of each lane, at flat indices first + l * q + i .. + 3, given as each lane's 8 bytes.
+// Hashes the four lanes of the decoder's class count (entropy_count_classes_hashed; lane l at offset l * q, flat
+// indices from first + l * q), eight contiguous elements of each lane a call, beside the count's rows of four: the vectors load the words themselves
+// and the partial products that depend only on the indices' high 32 bits are constants (element_hash8::run), which
+// the rows' four-element pairs of lanes could use neither of. The passes are bound by this vector work (their
+// counting runs on the scalar units beside it). Every index of the lanes must share its high 32 bits
+// (entropy_lanes_share_run).
+struct entropy_lane_hash {
+  element_hash8 hash;
+  element_hash8::run run;
+  __m512i index, lane1, lane2, lane3, sum0, sum1, sum2, sum3;
+  const std::uint16_t *b0, *b1, *b2, *b3;
+
+  SPARSESYNC_ENTROPY_HASH_TARGET entropy_lane_hash(const std::uint16_t* b, std::uint64_t first, std::uint64_t q)
+      : run(hash.run_of(first)),
+        index(element_hash8::first_indices(first)),
+        lane1(_mm512_set1_epi64(static_cast<long long>(q))),
+        lane2(_mm512_set1_epi64(static_cast<long long>(2 * q))),
+        lane3(_mm512_set1_epi64(static_cast<long long>(3 * q))),
+        sum0(_mm512_setzero_si512()),
+        sum1(sum0),
+        sum2(sum0),
+        sum3(sum0),
+        b0(b),
+        b1(b + q),
+        b2(b + 2 * q),
+        b3(b + 3 * q) {}
+
+  // Lane offsets i .. i + 7 (i = 0, 8, 16, ... in turn).
+  SPARSESYNC_ALWAYS_INLINE SPARSESYNC_ENTROPY_HASH_TARGET void add(std::size_t i) {
+    sum0 = _mm512_add_epi64(sum0, hash.of(hash.at(index, run), load8_widened(b0 + i)));
+    sum1 = _mm512_add_epi64(sum1, hash.of(hash.at(_mm512_add_epi64(index, lane1), run), load8_widened(b1 + i)));
+    sum2 = _mm512_add_epi64(sum2, hash.of(hash.at(_mm512_add_epi64(index, lane2), run), load8_widened(b2 + i)));
+    sum3 = _mm512_add_epi64(sum3, hash.of(hash.at(_mm512_add_epi64(index, lane3), run), load8_widened(b3 + i)));
+    index = _mm512_add_epi64(index, _mm512_set1_epi64(8));
+  }
+
+  SPARSESYNC_ENTROPY_HASH_TARGET std::uint64_t sum() const { return lane_sum(sum0) + lane_sum(sum1) + lane_sum(sum2) + lane_sum(sum3); }
+};
+
+// Hashes the rows of the encoder's scan (entropy_scan_changes_hashed) over four lanes (lane l at offset l * q):
+// row i is four 16-bit elements of each lane, at flat indices first + l * q + i .. + 3, given as each lane's 8
+// bytes. (entropy_lane_hash beside the scan's row walk, which tests each row for changes, made the encode slower.)
 struct entropy_row_hash {
   element_hash8 hash;
   __m512i index01, index23, sum01, sum23;
@@ -34,7 +74,7 @@ struct entropy_row_hash {
         sum23(_mm512_setzero_si512()) {}
 
   // Rows in increasing order from row 0 (the indices advance by four per row).
-  SPARSESYNC_ENTROPY_HASH_TARGET void add(const std::array<std::uint64_t, 4>& v) {
+  SPARSESYNC_ALWAYS_INLINE SPARSESYNC_ENTROPY_HASH_TARGET void add(const std::array<std::uint64_t, 4>& v) {
     const __m512i bits01 = _mm512_cvtepu16_epi64(_mm_set_epi64x(static_cast<long long>(v[1]), static_cast<long long>(v[0])));
     const __m512i bits23 = _mm512_cvtepu16_epi64(_mm_set_epi64x(static_cast<long long>(v[3]), static_cast<long long>(v[2])));
     sum01 = _mm512_add_epi64(sum01, hash.of(hash.at(index01), bits01));
@@ -46,6 +86,10 @@ struct entropy_row_hash {
 
   SPARSESYNC_ENTROPY_HASH_TARGET std::uint64_t sum() const { return lane_sum(sum01) + lane_sum(sum23); }
 };
+
+// Whether the n indices from `first` share their high 32 bits (entropy_lane_hash's condition; a chunk whose
+// indices cross a multiple of 2^32 is counted and hashed in two passes instead).
+inline bool entropy_lanes_share_run(std::uint64_t first, std::uint64_t n) { return index_run_length(first, n) == n; }
 
 // The decoder's placing walk (entropy::place_changes) over one lane of 16-bit words, 1024 elements a step: the
 // step's classes (entropy_params::class_of) become group bytes by a 256-entry table lookup (two two-table byte
@@ -89,6 +133,7 @@ SPARSESYNC_ENTROPY_WALK_TARGET inline std::size_t entropy_place_avx512(const std
   std::size_t i = from;
   for (; n_active > 0 && i + step <= to; i += step) {
     __m512i group[words];  // (a plain array: std::array would drop the vector type's attributes)
+    SPARSESYNC_HOST_UNROLL(16)
     for (unsigned q = 0; q < words; ++q) {
       const std::uint16_t* b = base + i + 64 * q;
       const __m512i c0 = _mm512_srli_epi16(_mm512_loadu_si512(b), shift), c1 = _mm512_srli_epi16(_mm512_loadu_si512(b + 32), shift);
@@ -103,6 +148,7 @@ SPARSESYNC_ENTROPY_WALK_TARGET inline std::size_t entropy_place_avx512(const std
       std::array<std::uint64_t, words> m;
       std::array<std::uint32_t, words> below;  // elements of g in the words before each
       std::uint32_t c = 0;
+      SPARSESYNC_HOST_UNROLL(16)
       for (unsigned q = 0; q < words; ++q) {
         m[q] = _mm512_cmpeq_epi8_mask(group[q], gb);
         below[q] = c;

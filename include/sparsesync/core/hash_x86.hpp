@@ -41,7 +41,7 @@ inline bool cpu_has_avx512_hash() {
 // The fold (low ^ high 64 bits) of the 128-bit products a * b per lane, given the shared partial products
 // a * b_hi (p01) and a_hi * b_hi (p11) (b_hi: b's high 32 bits, the same for every lane). Schoolbook with the
 // carries taken in two 64-bit sums (t, u), none of which can overflow.
-SPARSESYNC_AVX512_TARGET inline __m512i fold_product(__m512i a, __m512i a_hi, __m512i b, __m512i p01, __m512i p11) {
+SPARSESYNC_ALWAYS_INLINE SPARSESYNC_AVX512_TARGET __m512i fold_product(__m512i a, __m512i a_hi, __m512i b, __m512i p01, __m512i p11) {
   const __m512i m32 = _mm512_set1_epi64(0xFFFFFFFF);
   const __m512i p00 = _mm512_mul_epu32(a, b);
   const __m512i p10 = _mm512_mul_epu32(a_hi, b);
@@ -54,7 +54,7 @@ SPARSESYNC_AVX512_TARGET inline __m512i fold_product(__m512i a, __m512i a_hi, __
 }
 
 // XXH3's 9-16 byte avalanche.
-SPARSESYNC_AVX512_TARGET inline __m512i xxh3_avalanche(__m512i acc) {
+SPARSESYNC_ALWAYS_INLINE SPARSESYNC_AVX512_TARGET __m512i xxh3_avalanche(__m512i acc) {
   acc = _mm512_xor_si512(acc, _mm512_srli_epi64(acc, 37));
   acc = _mm512_mullo_epi64(acc, _mm512_set1_epi64(static_cast<long long>(0x165667919E3779F9ULL)));
   return _mm512_xor_si512(acc, _mm512_srli_epi64(acc, 32));
@@ -72,7 +72,7 @@ SPARSESYNC_AVX512_TARGET inline std::uint64_t lane_sum(__m512i v) {
 
 // Eight words of `bits` zero-extended to 64-bit lanes.
 template <class W>
-SPARSESYNC_AVX512_TARGET inline __m512i load8_widened(const W* bits) {
+SPARSESYNC_ALWAYS_INLINE SPARSESYNC_AVX512_TARGET __m512i load8_widened(const W* bits) {
   if constexpr (sizeof(W) == 1) return _mm512_cvtepu8_epi64(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(bits)));
   else if constexpr (sizeof(W) == 2) return _mm512_cvtepu16_epi64(_mm_loadu_si128(reinterpret_cast<const __m128i*>(bits)));
   else return _mm512_cvtepu32_epi64(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(bits)));
@@ -87,7 +87,7 @@ struct element_hash8 {
     __m512i lo, lo_hi, swapped, p01, p11;
   };
 
-  SPARSESYNC_AVX512_TARGET element_hash8()
+  SPARSESYNC_ALWAYS_INLINE SPARSESYNC_AVX512_TARGET element_hash8()
       : flip1(_mm512_set1_epi64(static_cast<long long>(bitflip1))),
         flip2(_mm512_set1_epi64(static_cast<long long>(bitflip2))),
         flip2_hi(_mm512_set1_epi64(static_cast<long long>(bitflip2 >> 32))),
@@ -95,7 +95,7 @@ struct element_hash8 {
         // Reverses the bytes of each 64-bit lane (vpshufb works within 128-bit lanes).
         bswap(_mm512_broadcast_i32x4(_mm_setr_epi8(7, 6, 5, 4, 3, 2, 1, 0, 15, 14, 13, 12, 11, 10, 9, 8))) {}
 
-  SPARSESYNC_AVX512_TARGET lanes at(__m512i index) const {
+  SPARSESYNC_ALWAYS_INLINE SPARSESYNC_AVX512_TARGET lanes at(__m512i index) const {
     lanes x;
     x.lo = _mm512_xor_si512(index, flip1);
     x.lo_hi = _mm512_srli_epi64(x.lo, 32);
@@ -108,12 +108,12 @@ struct element_hash8 {
   struct run {
     __m512i lo_hi, p11;
   };
-  SPARSESYNC_AVX512_TARGET run run_of(std::uint64_t index) const {
+  SPARSESYNC_ALWAYS_INLINE SPARSESYNC_AVX512_TARGET run run_of(std::uint64_t index) const {
     const std::uint64_t lo_hi = (index ^ bitflip1) >> 32;
     return {_mm512_set1_epi64(static_cast<long long>(lo_hi)), _mm512_set1_epi64(static_cast<long long>(lo_hi * (bitflip2 >> 32)))};
   }
   // at(index) for eight indices of run r.
-  SPARSESYNC_AVX512_TARGET lanes at(__m512i index, const run& r) const {
+  SPARSESYNC_ALWAYS_INLINE SPARSESYNC_AVX512_TARGET lanes at(__m512i index, const run& r) const {
     lanes x;
     x.lo = _mm512_xor_si512(index, flip1);
     x.lo_hi = r.lo_hi;
@@ -123,13 +123,13 @@ struct element_hash8 {
     return x;
   }
   // element_hash(index, bits) per lane, for the eight bit patterns `bits` (zero-extended) at x's indices.
-  SPARSESYNC_AVX512_TARGET __m512i of(const lanes& x, __m512i bits) const {
+  SPARSESYNC_ALWAYS_INLINE SPARSESYNC_AVX512_TARGET __m512i of(const lanes& x, __m512i bits) const {
     const __m512i hi = _mm512_xor_si512(bits, flip2);
     const __m512i fold = fold_product(x.lo, x.lo_hi, hi, x.p01, x.p11);
     return xxh3_avalanche(_mm512_add_epi64(_mm512_add_epi64(x.swapped, _mm512_add_epi64(hi, sixteen)), fold));
   }
   // The indices first .. first + 7, and the step to the next eight.
-  SPARSESYNC_AVX512_TARGET static __m512i first_indices(std::uint64_t first) {
+  SPARSESYNC_ALWAYS_INLINE SPARSESYNC_AVX512_TARGET static __m512i first_indices(std::uint64_t first) {
     return _mm512_add_epi64(_mm512_set1_epi64(static_cast<long long>(first)), _mm512_setr_epi64(0, 1, 2, 3, 4, 5, 6, 7));
   }
 
