@@ -2,7 +2,7 @@
 // base checksum), on the real stream's step-1 base, one core: the class count alone, the count fused with the
 // content checksum (what apply runs: entropy_count_classes_hashed), and the content checksum alone (the AVX-512
 // loop model_checksum runs), each over the model's 2^16-element chunks; beside them the whole entropy apply of
-// step 1 (3.6% changed) with the base known and hashed. The question it answers: how far the fused pass sits
+// step 1 (3.6% changed) with the base known and hashed, and its encode hashing the base (encode_patch). The question it answers: how far the fused pass sits
 // above its own parts, and how much of the gap between the two applies the checksum alone explains.
 //   entropy_hash_pass_probe [--stream DIR] [--reps N] [--out FILE.json]
 // Timings are medians of N passes; the variants are interleaved pass by pass so that drifts of a shared VM
@@ -85,7 +85,7 @@ int main(int argc, char** argv) try {
   known.known_base_checksum = ss::model_checksum(s.layout, bv);
 
   std::uint64_t sink = 0;
-  std::vector<double> t_count, t_fused, t_hash, t_apply_known, t_apply_hashed;
+  std::vector<double> t_count, t_fused, t_hash, t_apply_known, t_apply_hashed, t_encode;
   const auto timed = [](std::vector<double>& into, auto&& f) {
     const double t0 = now_s();
     f();
@@ -112,6 +112,9 @@ int main(int argc, char** argv) try {
     });
     apply(t_apply_known, known);
     apply(t_apply_hashed, {});
+    std::vector<unsigned char> again;
+    timed(t_encode, [&] { again = ss::encode_patch<ss::entropy>(s.layout, bv, tv, o); });
+    if (again != patch) throw std::runtime_error("the encode wrote other bytes");
   }
   const double bytes = static_cast<double>(n * sizeof(std::uint16_t));
   const auto row = [&](const char* what, const std::vector<double>& t) {
@@ -131,6 +134,7 @@ int main(int argc, char** argv) try {
             {"checksum", row("base checksum alone", t_hash)},
             {"apply_known_base", row("entropy apply, base known", t_apply_known)},
             {"apply_hashed", row("entropy apply, base hashed", t_apply_hashed)},
+            {"encode_hashed", row("entropy encode, base hashed", t_encode)},
             {"sink", sink & 1}};
   if (!out.empty()) {
     std::ofstream(out) << r.dump(1) << "\n";
