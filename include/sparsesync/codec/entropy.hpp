@@ -256,8 +256,8 @@ SPARSESYNC_ENTROPY_HASH_TARGET inline std::uint64_t entropy_count_classes_hashed
     std::array<std::uint64_t, L> v;
     SPARSESYNC_HOST_UNROLL(4)
     for (unsigned l = 0; l < L; ++l) std::memcpy(&v[l], b + l * q + i, 8);
-    // (Unrolled at -O2 too, where GCC 12 left these loops rolled: variable shifts and a branch an element made the
-    // pass 2.3x slower.)
+    // (Unrolled at -O2 too, where GCC 12 left these loops rolled: a stack round trip for each lane's word, variable
+    // shifts and a branch an element made the pass about 2.5x slower, bench/results/cpu-s31.)
     SPARSESYNC_HOST_UNROLL(4)
     for (unsigned t = 0; t < 4; ++t)
       SPARSESYNC_HOST_UNROLL(4)

@@ -20,11 +20,11 @@ namespace detail {
 #define SPARSESYNC_ENTROPY_HASH_TARGET __attribute__((target("avx512f,avx512dq,avx512bw")))
 
 // Hashes the four lanes of the decoder's class count (entropy_count_classes_hashed; lane l at offset l * q, flat
-// indices from first + l * q), eight contiguous elements of each lane a call, beside the count's rows of four: the vectors load the words themselves
-// and the partial products that depend only on the indices' high 32 bits are constants (element_hash8::run), which
-// the rows' four-element pairs of lanes could use neither of. The passes are bound by this vector work (their
-// counting runs on the scalar units beside it). Every index of the lanes must share its high 32 bits
-// (entropy_lanes_share_run).
+// indices from first + l * q), eight contiguous elements of each lane a call, beside the count's rows of four. The
+// vectors load the words themselves, and the partial products that depend only on the indices' high 32 bits are
+// constants (element_hash8::run); entropy_row_hash's rows gather words from general registers and recompute them.
+// The pass is bound by this vector work (its counting runs on the scalar units beside it). Every index of the
+// lanes must share its high 32 bits (entropy_lanes_share_run).
 struct entropy_lane_hash {
   element_hash8 hash;
   element_hash8::run run;
@@ -133,6 +133,7 @@ SPARSESYNC_ENTROPY_WALK_TARGET inline std::size_t entropy_place_avx512(const std
   std::size_t i = from;
   for (; n_active > 0 && i + step <= to; i += step) {
     __m512i group[words];  // (a plain array: std::array would drop the vector type's attributes)
+    // (The word loops unrolled at -O2 too: GCC 12 left them rolled there, and the walk slower.)
     SPARSESYNC_HOST_UNROLL(16)
     for (unsigned q = 0; q < words; ++q) {
       const std::uint16_t* b = base + i + 64 * q;
