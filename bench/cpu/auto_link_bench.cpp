@@ -7,6 +7,7 @@
 // stated is the baseline, measured in the same run.
 //
 //   auto_link_bench [--stream DIR] [--bucket-bytes N] [--reps R] [--out results.json]
+#include "host_timing.hpp"
 #include "update_stream.hpp"
 
 #include <sparsesync/sparsesync.hpp>
@@ -26,7 +27,7 @@ using json = nlohmann::json;
 
 namespace {
 
-double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+using ss::bench::now_s;
 
 struct chosen {
   std::uint64_t buckets = 0, entropy_buckets = 0, entropy_numel = 0;

@@ -9,6 +9,7 @@
 // --throughput measures only one-core throughput on real steps 1, 12 and 24 (medians of REPS runs): end to
 // end (encode_patch, apply_patch with every check) for rice, entropy and auto in ulp mode; the chunk codecs
 // alone (no diff, checksums or framing); and the parts every encoder shares (model checksum, diff scan).
+#include "host_timing.hpp"
 #include "pulse_baseline.hpp"
 #include "update_stream.hpp"
 
@@ -41,7 +42,9 @@ struct flags {
   int throughput_reps = 0;  // > 0: only the throughput measurements
 };
 
-double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+using ss::bench::cpu_name;
+using ss::bench::median;
+using ss::bench::now_s;
 
 // i.i.d. floor in bits per change: H(mask)/k + H(ulp distance), from the model and the change histogram.
 double iid_floor(std::uint64_t n, std::uint64_t k, const std::map<std::int64_t, std::uint64_t>& hist) {
@@ -237,14 +240,6 @@ json step_record(const ss::model_layout& layout, std::span<const ss::const_tenso
   return r;
 }
 
-std::string cpu_name() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
-  return "unknown";
-}
-
 void print_rows(const json& step, const char* label) {
   std::printf("%s: %llu changed of %llu (%.3f%%), floors: class %.2f, class+values %.2f, zstd-19 xor %.2f; i.i.d. floor %.2f bits/change",
               label, step["changed"].get<unsigned long long>(), step["numel"].get<unsigned long long>(), 100.0 * step["density"].get<double>(),
@@ -260,11 +255,6 @@ void print_rows(const json& step, const char* label) {
 }
 
 // ---- --throughput: one-core throughput only -------------------------------------------------------------
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
-}
 
 // Median seconds of `reps` calls of f.
 template <class F>

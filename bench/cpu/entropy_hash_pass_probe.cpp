@@ -7,6 +7,7 @@
 //   entropy_hash_pass_probe [--stream DIR] [--reps N] [--out FILE.json]
 // Timings are medians of N passes; the variants are interleaved pass by pass so that drifts of a shared VM
 // fall on all of them alike.
+#include "host_timing.hpp"
 #include "update_stream.hpp"
 #include <sparsesync/codec/entropy.hpp>
 #include <sparsesync/sparsesync.hpp>
@@ -14,7 +15,6 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -25,23 +25,9 @@
 namespace ss = sparsesync;
 using json = nlohmann::json;
 
-namespace {
-
-double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
-}
-
-std::string cpu_name() {
-  std::ifstream in("/proc/cpuinfo");
-  for (std::string line; std::getline(in, line);)
-    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
-  return "unknown";
-}
-
-}  // namespace
+using ss::bench::cpu_name;
+using ss::bench::median;
+using ss::bench::now_s;
 
 int main(int argc, char** argv) try {
   std::string stream = SPARSESYNC_SHARED_DIR "/data/rl-gpt2-small-lr1e-6", out;
