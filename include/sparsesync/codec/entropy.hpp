@@ -246,7 +246,7 @@ SPARSESYNC_ENTROPY_HASH_TARGET inline std::uint64_t entropy_count_classes_hashed
   static_assert(L == 4, "entropy_lane_hash hashes four lanes");
   const std::uint16_t* const b = base.data();
   const std::size_t n = base.size(), q = entropy_lane_length<std::uint16_t>(n);
-  if (!entropy_lanes_share_run(first, n)) {
+  if (index_run_length(first, n) < n) {  // (indices crossing a multiple of 2^32: entropy_lane_hash cannot take them)
     entropy_count_classes<std::uint16_t>(base, h);
     return checksums_avx512<false>(b, n, first).target;
   }

@@ -24,7 +24,7 @@ namespace detail {
 // vectors load the words themselves, and the partial products that depend only on the indices' high 32 bits are
 // constants (element_hash8::run); entropy_row_hash's rows gather words from general registers and recompute them.
 // The pass is bound by this vector work (its counting runs on the scalar units beside it). Every index of the
-// lanes must share its high 32 bits (entropy_lanes_share_run).
+// lanes must share its high 32 bits (index_run_length).
 struct entropy_lane_hash {
   element_hash8 hash;
   element_hash8::run run;
@@ -86,10 +86,6 @@ struct entropy_row_hash {
 
   SPARSESYNC_ENTROPY_HASH_TARGET std::uint64_t sum() const { return lane_sum(sum01) + lane_sum(sum23); }
 };
-
-// Whether the n indices from `first` share their high 32 bits (entropy_lane_hash's condition; a chunk whose
-// indices cross a multiple of 2^32 is counted and hashed in two passes instead).
-inline bool entropy_lanes_share_run(std::uint64_t first, std::uint64_t n) { return index_run_length(first, n) == n; }
 
 // The decoder's placing walk (entropy::place_changes) over one lane of 16-bit words, 1024 elements a step: the
 // step's classes (entropy_params::class_of) become group bytes by a 256-entry table lookup (two two-table byte
